@@ -1,0 +1,211 @@
+// Package auth owns API keys: their format (tsk_<id>_<secret>), how secrets
+// are hashed and compared, and resolving a bearer key to an Actor with a
+// short-lived cache (SPEC §4: at most 5 s, dropped at once on the node that
+// revokes).
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// MaxKeyLen bounds what ParseKey will look at: "tsk_" + 32 + "_" + 64.
+const MaxKeyLen = 4 + 32 + 1 + 64
+
+// ParseKey splits a key "tsk_<id>_<secret>" with id [a-z0-9]{4,32} and
+// secret [A-Za-z0-9]{24,64}.
+func ParseKey(key string) (id, secret string, err error) {
+	if len(key) > MaxKeyLen {
+		return "", "", errors.New("key too long")
+	}
+	rest, ok := strings.CutPrefix(key, "tsk_")
+	if !ok {
+		return "", "", errors.New("key must start with tsk_")
+	}
+	id, secret, ok = strings.Cut(rest, "_")
+	if !ok {
+		return "", "", errors.New("key must be tsk_<id>_<secret>")
+	}
+	if len(id) < 4 || len(id) > 32 || !only(id, false) {
+		return "", "", errors.New("key id must be 4-32 characters of [a-z0-9]")
+	}
+	if len(secret) < 24 || len(secret) > 64 || !only(secret, true) {
+		return "", "", errors.New("key secret must be 24-64 characters of [A-Za-z0-9]")
+	}
+	return id, secret, nil
+}
+
+func only(s string, upper bool) bool {
+	for _, r := range []byte(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case upper && r >= 'A' && r <= 'Z':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// HashSecret is what the store keeps of a secret. Secrets are long and
+// random, so a fast hash is as strong as a slow one here and keeps the
+// authentication path cheap.
+func HashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// NewKey makes a fresh key: the full bearer string, its id and secret hash.
+func NewKey() (key, id string, hash []byte) {
+	id = tessera.RandomAlnum(16, false)
+	secret := tessera.RandomAlnum(40, true)
+	return "tsk_" + id + "_" + secret, id, HashSecret(secret)
+}
+
+// Actor is an authenticated caller.
+type Actor struct {
+	Key       tessera.Key
+	Principal tessera.Principal
+}
+
+// Scopes returns the actor's key scopes.
+func (a *Actor) Scopes() tessera.Scopes { return tessera.Scopes(a.Key.Scopes) }
+
+// Check is the full authorization check of §4: grant for ns, then action.
+func (a *Actor) Check(ns string, action tessera.Action) error {
+	s := a.Scopes()
+	if action == tessera.ActionAdmin {
+		if !s.Admin() {
+			return tessera.Errorf(tessera.CodeForbidden, "this key lacks the admin scope")
+		}
+		return nil
+	}
+	if !s.GrantsNamespace(ns) {
+		return tessera.Errorf(tessera.CodeForbidden, "this key has no grant for namespace %q", ns)
+	}
+	if action != "" && !s.Allows(action) {
+		return tessera.Errorf(tessera.CodeForbidden, "this key lacks the %s scope", action)
+	}
+	return nil
+}
+
+// Authenticator resolves keys, caching each resolution briefly.
+type Authenticator struct {
+	store store.Store
+	clock tessera.Clock
+	ttl   time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	key       tessera.Key
+	principal tessera.Principal
+	at        time.Time
+}
+
+// maxCached bounds the cache; past it, stale entries are dropped first and
+// then the whole cache if every entry is fresh (a burst of distinct keys).
+const maxCached = 10000
+
+// NewAuthenticator returns an Authenticator caching resolutions for ttl.
+func NewAuthenticator(s store.Store, clock tessera.Clock, ttl time.Duration) *Authenticator {
+	return &Authenticator{store: s, clock: clock, ttl: ttl, cache: map[string]cached{}}
+}
+
+// Authenticate resolves a bearer key. Every failure is the same
+// ErrUnauthorized; only storage faults differ.
+func (a *Authenticator) Authenticate(ctx context.Context, bearer string) (*Actor, error) {
+	id, secret, err := ParseKey(bearer)
+	if err != nil {
+		return nil, tessera.ErrUnauthorized
+	}
+	k, p, err := a.resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(HashSecret(secret), k.SecretHash) != 1 || !k.Live(a.clock.Now()) {
+		return nil, tessera.ErrUnauthorized
+	}
+	return &Actor{Key: *k, Principal: *p}, nil
+}
+
+// Recheck resolves the actor's key again, as §4 asks right before an
+// operation and after any wait: a revoked or expired key fails with 401.
+func (a *Authenticator) Recheck(ctx context.Context, actor *Actor) (*Actor, error) {
+	k, p, err := a.resolve(ctx, actor.Key.ID)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(actor.Key.SecretHash, k.SecretHash) != 1 || !k.Live(a.clock.Now()) {
+		return nil, tessera.ErrUnauthorized
+	}
+	return &Actor{Key: *k, Principal: *p}, nil
+}
+
+func (a *Authenticator) resolve(ctx context.Context, id string) (*tessera.Key, *tessera.Principal, error) {
+	now := a.clock.Now()
+	a.mu.Lock()
+	c, ok := a.cache[id]
+	a.mu.Unlock()
+	if ok && now.Sub(c.at) < a.ttl && !now.Before(c.at) {
+		return &c.key, &c.principal, nil
+	}
+	var (
+		k *tessera.Key
+		p *tessera.Principal
+	)
+	err := a.store.View(ctx, func(tx store.Tx) (err error) {
+		k, p, err = tx.KeyLookup(id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, tessera.ErrUnauthorized
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("look up key %s: %w", id, err)
+	}
+	a.mu.Lock()
+	if len(a.cache) >= maxCached {
+		for cid, c := range a.cache {
+			if now.Sub(c.at) >= a.ttl {
+				delete(a.cache, cid)
+			}
+		}
+		if len(a.cache) >= maxCached {
+			clear(a.cache)
+		}
+	}
+	a.cache[id] = cached{key: *k, principal: *p, at: now}
+	a.mu.Unlock()
+	return k, p, nil
+}
+
+// ForgetKey drops a cached key, so a revocation is seen at once here.
+func (a *Authenticator) ForgetKey(id string) {
+	a.mu.Lock()
+	delete(a.cache, id)
+	a.mu.Unlock()
+}
+
+// ForgetPrincipal drops every cached key of a principal, so a change of its
+// kind or account is seen by the next request.
+func (a *Authenticator) ForgetPrincipal(id string) {
+	a.mu.Lock()
+	for kid, c := range a.cache {
+		if c.principal.ID == id {
+			delete(a.cache, kid)
+		}
+	}
+	a.mu.Unlock()
+}

@@ -1,0 +1,356 @@
+package core
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Administration bounds.
+const (
+	MaxAccountLen     = 128
+	MaxDisplayNameLen = 128
+	MaxScopes         = 16
+)
+
+// PrincipalParams creates a principal.
+type PrincipalParams struct {
+	Kind        string `json:"kind"`
+	Account     string `json:"account,omitempty"`
+	DisplayName string `json:"display_name,omitempty"`
+}
+
+func checkPrincipalFields(kind, account, display *string) error {
+	if kind != nil && (!tessera.ValidKind(*kind) || *kind == tessera.KindAnonymous) {
+		return tessera.Invalid("kind", "kind must be user, agent or service")
+	}
+	if account != nil && (len(*account) > MaxAccountLen || !utf8.ValidString(*account)) {
+		return tessera.Invalid("account", "account is at most %d bytes", MaxAccountLen)
+	}
+	if display != nil && (len(*display) > MaxDisplayNameLen || !utf8.ValidString(*display)) {
+		return tessera.Invalid("display_name", "display_name is at most %d bytes", MaxDisplayNameLen)
+	}
+	return nil
+}
+
+// CreatePrincipal creates a principal (admin).
+func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p PrincipalParams) (*tessera.Principal, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return nil, err
+	}
+	if err := checkPrincipalFields(&p.Kind, &p.Account, &p.DisplayName); err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	pr := &tessera.Principal{ID: tessera.NewID(now), Kind: p.Kind, Account: p.Account, DisplayName: p.DisplayName, CreatedAt: now}
+	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.PrincipalCreate(pr) })
+	return pr, err
+}
+
+// PrincipalPatch changes a principal; nil fields stay as they are.
+type PrincipalPatch struct {
+	Kind        *string `json:"kind,omitempty"`
+	Account     *string `json:"account,omitempty"`
+	DisplayName *string `json:"display_name,omitempty"`
+}
+
+// UpdatePrincipal changes a principal (admin). Its cached keys are dropped,
+// so the change takes effect on the next request.
+func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string, p PrincipalPatch) (*tessera.Principal, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return nil, err
+	}
+	if err := checkPrincipalFields(p.Kind, p.Account, p.DisplayName); err != nil {
+		return nil, err
+	}
+	var pr *tessera.Principal
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if pr, err = tx.PrincipalGet(id); err != nil {
+			return notFound(err, "principal", id)
+		}
+		if pr.Kind == tessera.KindAnonymous && p.Kind != nil {
+			return tessera.Errorf(tessera.CodeInvalidState, "an anonymous principal's kind cannot change")
+		}
+		if p.Kind != nil {
+			pr.Kind = *p.Kind
+		}
+		if p.Account != nil {
+			pr.Account = *p.Account
+		}
+		if p.DisplayName != nil {
+			pr.DisplayName = *p.DisplayName
+		}
+		return tx.PrincipalUpdate(pr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.auth.ForgetPrincipal(id)
+	return pr, nil
+}
+
+// PrincipalPage is one page of principals.
+type PrincipalPage struct {
+	Principals []tessera.Principal `json:"principals"`
+	NextCursor string              `json:"next_cursor,omitempty"`
+}
+
+// ListPrincipals lists principals by id (admin).
+func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor string, limit int) (*PrincipalPage, error) {
+	after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := &PrincipalPage{Principals: []tessera.Principal{}}
+	err = s.store.View(ctx, func(tx store.Tx) error {
+		ps, err := tx.PrincipalList(after, limit+1)
+		if len(ps) > limit {
+			ps = ps[:limit]
+			page.NextCursor = encodeCursor(ps[limit-1].ID)
+		}
+		page.Principals = append(page.Principals, ps...)
+		return err
+	})
+	return page, err
+}
+
+func (s *Service) adminPage(ctx context.Context, a *auth.Actor, cursor string, limit int) (string, int, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return "", 0, err
+	}
+	if limit == 0 {
+		limit = DefaultListSize
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+	}
+	if cursor == "" {
+		return "", limit, nil
+	}
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
+	}
+	return after, limit, nil
+}
+
+// KeyParams creates a key.
+type KeyParams struct {
+	PrincipalID string     `json:"principal_id"`
+	Scopes      []string   `json:"scopes"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// NewKey is a created key with its secret, shown this once.
+type NewKey struct {
+	tessera.Key
+	Secret string `json:"key"`
+}
+
+func checkScopes(scopes []string) error {
+	if len(scopes) == 0 || len(scopes) > MaxScopes {
+		return tessera.Invalid("scopes", "between 1 and %d scopes", MaxScopes)
+	}
+	for _, sc := range scopes {
+		if !tessera.ValidScope(sc) {
+			return tessera.Invalid("scopes", "unknown scope %q", sc)
+		}
+	}
+	return nil
+}
+
+// CreateKey mints a key for a principal (admin).
+func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*NewKey, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return nil, err
+	}
+	if err := checkScopes(p.Scopes); err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	if p.ExpiresAt != nil && !p.ExpiresAt.After(now) {
+		return nil, tessera.Invalid("expires_at", "expires_at must be in the future")
+	}
+	var out *NewKey
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.PrincipalGet(p.PrincipalID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return tessera.Invalid("principal_id", "no principal %q", p.PrincipalID)
+			}
+			return err
+		}
+		var err error
+		out, err = createKey(tx, p.PrincipalID, p.Scopes, p.ExpiresAt, now)
+		return err
+	})
+	return out, err
+}
+
+func createKey(tx store.Tx, principalID string, scopes []string, expires *time.Time, now time.Time) (*NewKey, error) {
+	secret, id, hash := auth.NewKey()
+	k := tessera.Key{ID: id, PrincipalID: principalID, Scopes: scopes, ExpiresAt: expires, CreatedAt: now, SecretHash: hash}
+	if expires != nil {
+		t := expires.UTC().Truncate(time.Millisecond)
+		k.ExpiresAt = &t
+	}
+	if err := tx.KeyCreate(&k); err != nil {
+		return nil, err
+	}
+	return &NewKey{Key: k, Secret: secret}, nil
+}
+
+// KeyPage is one page of keys, without secrets.
+type KeyPage struct {
+	Keys       []tessera.Key `json:"keys"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// ListKeys lists keys by id (admin).
+func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, limit int) (*KeyPage, error) {
+	after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := &KeyPage{Keys: []tessera.Key{}}
+	err = s.store.View(ctx, func(tx store.Tx) error {
+		ks, err := tx.KeyList(after, limit+1)
+		if len(ks) > limit {
+			ks = ks[:limit]
+			page.NextCursor = encodeCursor(ks[limit-1].ID)
+		}
+		page.Keys = append(page.Keys, ks...)
+		return err
+	})
+	return page, err
+}
+
+// RevokeKey revokes a key (admin); this node stops accepting it at once.
+func (s *Service) RevokeKey(ctx context.Context, a *auth.Actor, id string) error {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return err
+	}
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		return notFound(tx.KeyRevoke(id, s.clock.Now()), "key", id)
+	})
+	s.auth.ForgetKey(id)
+	return err
+}
+
+// ListNamespaces lists the namespaces that have been written to (admin).
+func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor) ([]store.Namespace, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return nil, err
+	}
+	out := []store.Namespace{}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		ns, err := tx.NamespaceList()
+		out = append(out, ns...)
+		return err
+	})
+	return out, err
+}
+
+// StorageToday returns today's metered rows (admin).
+func (s *Service) StorageToday(ctx context.Context, a *auth.Actor) (*meter.Totals, error) {
+	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+		return nil, err
+	}
+	t := s.meter.Today()
+	return &t, nil
+}
+
+// Me describes the caller's key and principal.
+type Me struct {
+	Principal tessera.Principal `json:"principal"`
+	KeyID     string            `json:"key_id"`
+	Scopes    []string          `json:"scopes"`
+	ExpiresAt *time.Time        `json:"expires_at"`
+	// LastUsedAt is approximate (SPEC §8).
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// WhoAmI answers GET /v1/me for any valid key.
+func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor) (*Me, error) {
+	a, err := s.auth.Recheck(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return &Me{Principal: a.Principal, KeyID: a.Key.ID, Scopes: a.Key.Scopes, ExpiresAt: a.Key.ExpiresAt, LastUsedAt: a.Principal.LastUsedAt}, nil
+}
+
+// Bootstrap lets an operator in. With seed (a full key, from
+// TESSERA_ADMIN_KEY) it makes sure exactly that admin key exists; without,
+// it creates an admin principal and key on an empty store only. It returns
+// the key it created ("" if none). A store that already has what it needs is
+// only read.
+func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed string) (string, error) {
+	var seedID, seedSecret string
+	if seed != "" {
+		var err error
+		if seedID, seedSecret, err = auth.ParseKey(seed); err != nil {
+			return "", fmt.Errorf("TESSERA_ADMIN_KEY: %w", err)
+		}
+	}
+	needed := false
+	err := st.View(ctx, func(tx store.Tx) error {
+		if seed == "" {
+			any, err := tx.PrincipalAny()
+			needed = !any
+			return err
+		}
+		k, _, err := tx.KeyLookup(seedID)
+		if errors.Is(err, store.ErrNotFound) {
+			needed = true
+			return nil
+		}
+		if err == nil && subtle.ConstantTimeCompare(k.SecretHash, auth.HashSecret(seedSecret)) != 1 {
+			return fmt.Errorf("TESSERA_ADMIN_KEY: key %s exists with another secret", seedID)
+		}
+		return err
+	})
+	if err != nil || !needed {
+		return "", err
+	}
+	created, err := CreateAdminKey(ctx, st, clock, seed, "admin")
+	if err != nil || seed != "" {
+		return "", err
+	}
+	return created, nil
+}
+
+// CreateAdminKey creates a principal with an admin key, using seed as the
+// key when given. It serves the first start and `tessera admin create-key`.
+func CreateAdminKey(ctx context.Context, st store.Store, clock tessera.Clock, seed, displayName string) (string, error) {
+	now := clock.Now()
+	p := &tessera.Principal{ID: tessera.NewID(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
+	var key string
+	err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PrincipalCreate(p); err != nil {
+			return err
+		}
+		if seed == "" {
+			nk, err := createKey(tx, p.ID, []string{string(tessera.ActionAdmin)}, nil, now)
+			if nk != nil {
+				key = nk.Secret
+			}
+			return err
+		}
+		id, secret, err := auth.ParseKey(seed)
+		if err != nil {
+			return err
+		}
+		key = seed
+		return tx.KeyCreate(&tessera.Key{ID: id, PrincipalID: p.ID, Scopes: []string{string(tessera.ActionAdmin)},
+			CreatedAt: now, SecretHash: auth.HashSecret(secret)})
+	})
+	return key, err
+}

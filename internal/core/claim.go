@@ -1,0 +1,476 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Claim bounds (SPEC §3.5).
+const (
+	DefaultLeaseSeconds = 300
+	MinLeaseSeconds     = 10
+	MaxLeaseSeconds     = 3600
+	MaxClaimWait        = 20
+	MaxEventsWait       = 30
+	// lapseBatch bounds the lapsed leases one claim cleans up, so a claim
+	// after a mass expiry stays a short transaction.
+	lapseBatch = 32
+	eventsPage = 100
+)
+
+// ClaimParams is the body of POST /v1/claims.
+type ClaimParams struct {
+	Queue        string `json:"queue,omitempty"`
+	LeaseSeconds int    `json:"lease_seconds,omitempty"`
+	WaitSeconds  int    `json:"wait_seconds,omitempty"`
+}
+
+// Claimed is a claim's answer: a lease and its task, or no lease and the
+// advised wait before the next poll.
+type Claimed struct {
+	Lease      *tessera.Lease `json:"lease"`
+	Task       *tessera.Task  `json:"task,omitempty"`
+	RetryAfter int            `json:"retry_after,omitempty"`
+}
+
+func leaseSeconds(field string, v int) (int, error) {
+	if v == 0 {
+		return DefaultLeaseSeconds, nil
+	}
+	if v < MinLeaseSeconds || v > MaxLeaseSeconds {
+		return 0, tessera.Invalid(field, "lease_seconds must be %d–%d", MinLeaseSeconds, MaxLeaseSeconds)
+	}
+	return v, nil
+}
+
+func hashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// Claim grants the next ready task of a queue, waiting up to WaitSeconds
+// for one to arrive. Admission (§6) bounds each key's claims.
+func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams) (*Claimed, error) {
+	if p.Queue == "" {
+		p.Queue = "default"
+	}
+	if !ValidName(p.Queue) {
+		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
+	}
+	ls, err := leaseSeconds("lease_seconds", p.LeaseSeconds)
+	if err != nil {
+		return nil, err
+	}
+	if p.WaitSeconds < 0 || p.WaitSeconds > MaxClaimWait {
+		return nil, tessera.Invalid("wait_seconds", "wait_seconds must be 0–%d", MaxClaimWait)
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+		return nil, err
+	}
+	release, err := s.admission.admit(ctx, a.Key.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	topic := queueTopic(ns, p.Queue)
+	deadline := time.Now().Add(time.Duration(p.WaitSeconds) * time.Second)
+	for {
+		// Checked again after admission and after every wait (§4): a key
+		// revoked while it waited gets 401 and the task stays ready.
+		if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+			return nil, err
+		}
+		woken, unsubscribe := s.signals.subscribe(topic)
+		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls)
+		if err != nil || claimed != nil {
+			unsubscribe()
+			if claimed != nil {
+				s.hints.granted(a.Key.ID)
+			}
+			return claimed, err
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			unsubscribe()
+			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		timer.Stop()
+		unsubscribe()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		select {
+		case <-s.done:
+			deadline = time.Now() // one last look, then answer empty
+		default:
+		}
+	}
+}
+
+func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
+	var out *Claimed
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		lapsed, err := tx.TaskLapsed(ns, queue, now, lapseBatch)
+		if err != nil {
+			return err
+		}
+		for i := range lapsed {
+			if err := s.endLease(tx, &lapsed[i], now, tessera.OutcomeLapsed, "lease expired", nil); err != nil {
+				return err
+			}
+		}
+		task, err := tx.TaskNextReady(ns, queue, now)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		token := tessera.RandomToken(24)
+		run := &tessera.Run{ID: tessera.NewID(now), TaskID: task.ID, Holder: a.Principal.ID, Attempt: task.Attempts + 1, StartedAt: now}
+		task.Attempts++
+		task.State = tessera.StateLeased
+		task.UpdatedAt = now
+		task.Lease = &tessera.Lease{TaskID: task.ID, RunID: run.ID, Holder: a.Principal.ID,
+			ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls, TokenHash: hashToken(token)}
+		if err := tx.TaskUpdate(task); err != nil {
+			return err
+		}
+		if err := tx.RunInsert(ns, run); err != nil {
+			return err
+		}
+		lease := *task.Lease
+		lease.Token = token
+		out = &Claimed{Lease: &lease, Task: task}
+		return nil
+	})
+	return out, err
+}
+
+// endLease ends the task's current run with outcome and moves the task on:
+// a requested cancel wins; success ends it; a release gives back the attempt;
+// a failure or lapse backs off, or kills the task when attempts are spent.
+func (s *Service) endLease(tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	run := &tessera.Run{ID: task.Lease.RunID, TaskID: task.ID, EndedAt: &now, Outcome: outcome, Error: errMsg}
+	switch {
+	case task.CancelRequested:
+		task.State = tessera.StateCanceled
+	case outcome == tessera.OutcomeSucceeded:
+		task.State = tessera.StateSucceeded
+	case outcome == tessera.OutcomeReleased:
+		task.State = tessera.StateReady
+		task.Attempts--
+	case task.Attempts >= task.MaxAttempts:
+		task.State = tessera.StateDead
+	default:
+		task.State = tessera.StateReady
+		task.RunAt = now.Add(jitter(tessera.Backoff(task.Attempts))).Truncate(time.Millisecond)
+	}
+	if outcome == tessera.OutcomeLapsed {
+		if err := tx.TaskEventAppend(task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
+			return err
+		}
+	}
+	task.Result, task.Error = nullToNil(result), errMsg
+	task.Lease = nil
+	task.UpdatedAt = now
+	if err := tx.TaskUpdate(task); err != nil {
+		return err
+	}
+	return tx.RunEnd(task.Namespace, run)
+}
+
+// jitter adds up to 10 % to d, so retries of tasks that failed together
+// spread out.
+func jitter(d time.Duration) time.Duration {
+	return d + rand.N(d/10+1)
+}
+
+// errLapsed marks a lease found expired inside a transaction that must roll
+// back; the lapse itself is then committed on its own.
+var errLapsed = errors.New("lease lapsed")
+
+// holdLease returns the task if token is its live lease. A matching but
+// expired lease yields errLapsed; anything else is lease_lost.
+func holdLease(tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task, error) {
+	task, err := tx.TaskGet(ns, id)
+	if err != nil {
+		return nil, notFound(err, "task", id)
+	}
+	if task.State != tessera.StateLeased || task.Lease == nil ||
+		subtle.ConstantTimeCompare(hashToken(token), task.Lease.TokenHash) != 1 {
+		return nil, tessera.ErrLeaseLost
+	}
+	if !now.Before(task.Lease.ExpiresAt) {
+		return nil, errLapsed
+	}
+	return task, nil
+}
+
+// withLease runs fn on a task whose live lease token is given. When the
+// lease turns out to have lapsed, the lapse is recorded and the caller gets
+// lease_lost: the lapse is a fact, whatever the request wanted.
+func (s *Service) withLease(ctx context.Context, ns, id, token string, fn func(tx store.Tx, task *tessera.Task, now time.Time) error) error {
+	if token == "" || len(token) > 128 {
+		return tessera.ErrLeaseLost
+	}
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		task, err := holdLease(tx, ns, id, token, now)
+		if err != nil {
+			return err
+		}
+		return fn(tx, task, now)
+	})
+	if !errors.Is(err, errLapsed) {
+		return err
+	}
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		task, err := holdLease(tx, ns, id, token, now)
+		if !errors.Is(err, errLapsed) {
+			return nil // someone else noticed first
+		}
+		return s.endLease(tx, task, now, tessera.OutcomeLapsed, "lease expired", nil)
+	})
+	if err != nil {
+		return err
+	}
+	s.signals.fire(taskTopic(ns, id))
+	return tessera.ErrLeaseLost
+}
+
+// HeartbeatParams is the body of a heartbeat.
+type HeartbeatParams struct {
+	LeaseToken   string          `json:"lease_token"`
+	LeaseSeconds int             `json:"lease_seconds,omitempty"`
+	Progress     json.RawMessage `json:"progress,omitempty"`
+}
+
+// Heartbeat is a heartbeat's answer. After a requested cancel the task is
+// canceled, the lease is over and ExpiresAt is nil.
+type Heartbeat struct {
+	TaskID          string     `json:"task_id"`
+	State           string     `json:"state"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	CancelRequested bool       `json:"cancel_requested"`
+}
+
+// Heartbeat extends a live lease by its length (or LeaseSeconds).
+func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p HeartbeatParams) (*Heartbeat, error) {
+	if err := checkJSON("progress", p.Progress, MaxProgressLen); err != nil {
+		return nil, err
+	}
+	if p.LeaseSeconds != 0 {
+		if _, err := leaseSeconds("lease_seconds", p.LeaseSeconds); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+		return nil, err
+	}
+	var out Heartbeat
+	err := s.withLease(ctx, ns, id, p.LeaseToken, func(tx store.Tx, task *tessera.Task, now time.Time) error {
+		out = Heartbeat{TaskID: id, CancelRequested: task.CancelRequested}
+		if task.CancelRequested {
+			out.State = tessera.StateCanceled
+			return s.endLease(tx, task, now, tessera.OutcomeCanceled, "canceled by request", nil)
+		}
+		if p.LeaseSeconds != 0 {
+			task.Lease.Seconds = p.LeaseSeconds
+		}
+		if p.Progress != nil {
+			task.Progress = nullToNil(p.Progress)
+		}
+		expires := now.Add(time.Duration(task.Lease.Seconds) * time.Second)
+		task.Lease.ExpiresAt, task.UpdatedAt = expires, now
+		out.State, out.ExpiresAt = task.State, &expires
+		return tx.TaskUpdate(task)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SubmitParams is the body of a submit.
+type SubmitParams struct {
+	LeaseToken string          `json:"lease_token"`
+	Outcome    string          `json:"outcome"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+// Submit ends a run with its outcome.
+func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p SubmitParams, idemKey string) (*tessera.Task, error) {
+	if p.Outcome != tessera.OutcomeSucceeded && p.Outcome != tessera.OutcomeFailed {
+		return nil, tessera.Invalid("outcome", "outcome must be succeeded or failed")
+	}
+	if err := checkJSON("result", p.Result, MaxResultLen); err != nil {
+		return nil, err
+	}
+	if len(p.Error) > MaxErrorLen || !utf8.ValidString(p.Error) {
+		return nil, tessera.Invalid("error", "error is at most %d bytes", MaxErrorLen)
+	}
+	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	if err != nil {
+		return nil, err
+	}
+	var out tessera.Task
+	route := "submit:" + id
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: s.clock.Now()}
+		return idempotent(tx, e, p, &out, func() error {
+			now := s.clock.Now()
+			task, err := holdLease(tx, ns, id, p.LeaseToken, now)
+			if err != nil {
+				return err
+			}
+			if err := s.endLease(tx, task, now, p.Outcome, p.Error, p.Result); err != nil {
+				return err
+			}
+			out = *task
+			return nil
+		})
+	})
+	if errors.Is(err, errLapsed) {
+		// Let withLease record the lapse and answer lease_lost.
+		err = s.withLease(ctx, ns, id, p.LeaseToken, func(store.Tx, *tessera.Task, time.Time) error { return nil })
+		if err == nil {
+			err = tessera.ErrLeaseLost
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out.State = out.VisibleState(s.clock.Now())
+	return &out, nil
+}
+
+// ReleaseParams is the body of a release.
+type ReleaseParams struct {
+	LeaseToken string `json:"lease_token"`
+}
+
+// Release gives a leased task back to its queue without using an attempt.
+func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p ReleaseParams) (*tessera.Task, error) {
+	if _, err := s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+		return nil, err
+	}
+	var out *tessera.Task
+	err := s.withLease(ctx, ns, id, p.LeaseToken, func(tx store.Tx, task *tessera.Task, now time.Time) error {
+		out = task
+		return s.endLease(tx, task, now, tessera.OutcomeReleased, "", nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.signals.fire(queueTopic(ns, out.Queue))
+	out.State = out.VisibleState(s.clock.Now())
+	return out, nil
+}
+
+// ClaimEvents is the answer of the claim-events long-poll: events after the
+// cursor, and the task's lease as it stands now.
+type ClaimEvents struct {
+	Events          []tessera.TaskEvent `json:"events"`
+	NextSince       int64               `json:"next_since"`
+	State           string              `json:"state"`
+	CancelRequested bool                `json:"cancel_requested"`
+	Lease           *tessera.Lease      `json:"lease"`
+}
+
+// Events returns what the holder of a task's lease should learn after
+// sequence since, waiting up to wait for something to arrive.
+func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, since int64, wait time.Duration) (*ClaimEvents, error) {
+	if since < 0 {
+		return nil, tessera.Invalid("since", "since must be a sequence number ≥ 0")
+	}
+	if wait < 0 || wait > MaxEventsWait*time.Second {
+		return nil, tessera.Invalid("wait", "wait must be 0–%d seconds", MaxEventsWait)
+	}
+	deadline := time.Now().Add(wait)
+	topic := taskTopic(ns, id)
+	for {
+		var err error
+		if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+			return nil, err
+		}
+		woken, unsubscribe := s.signals.subscribe(topic)
+		out, err := s.readEvents(ctx, a, ns, id, since)
+		left := time.Until(deadline)
+		if err != nil || len(out.Events) > 0 || left <= 0 {
+			unsubscribe()
+			return out, err
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-s.done:
+			deadline = time.Now()
+		}
+		timer.Stop()
+		unsubscribe()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, since int64) (*ClaimEvents, error) {
+	out := &ClaimEvents{NextSince: since}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		task, err := tx.TaskGet(ns, id)
+		if err != nil {
+			return notFound(err, "task", id)
+		}
+		if !a.Scopes().Admin() && !heldBy(tx, task, a.Principal.ID) {
+			return tessera.Errorf(tessera.CodeForbidden, "claim events are for the task's lease holder")
+		}
+		out.State = task.VisibleState(s.clock.Now())
+		out.CancelRequested = task.CancelRequested
+		out.Lease = task.Lease
+		if out.Events, err = tx.TaskEventList(ns, id, since, eventsPage); err != nil {
+			return err
+		}
+		if n := len(out.Events); n > 0 {
+			out.NextSince = out.Events[n-1].Seq
+		}
+		return nil
+	})
+	if out.Events == nil {
+		out.Events = []tessera.TaskEvent{}
+	}
+	return out, err
+}
+
+// heldBy reports whether principal holds the task's lease or, once the lease
+// is over, held its last run: the holder may still read how it ended.
+func heldBy(tx store.Tx, task *tessera.Task, principal string) bool {
+	if task.Lease != nil {
+		return task.Lease.Holder == principal
+	}
+	runs, err := tx.RunList(task.Namespace, task.ID)
+	return err == nil && len(runs) > 0 && runs[len(runs)-1].Holder == principal
+}

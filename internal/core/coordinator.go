@@ -1,0 +1,226 @@
+package core
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// signals wakes long-polls. A waiter subscribes to its topic before it
+// looks at the store, so a wakeup that lands between the look and the wait
+// is never missed; fire closes the channel, waking every waiter, who then
+// race for the work through the store. A topic lives only while someone
+// waits on it, so memory follows the number of waiters.
+type signals struct {
+	mu     sync.Mutex
+	topics map[string]*topic
+}
+
+type topic struct {
+	ch      chan struct{}
+	waiters int
+}
+
+func newSignals() *signals { return &signals{topics: map[string]*topic{}} }
+
+// subscribe returns a channel closed at the topic's next fire, and a func
+// to call when the caller stops waiting.
+func (s *signals) subscribe(name string) (<-chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.topics[name]
+	if !ok {
+		t = &topic{ch: make(chan struct{})}
+		s.topics[name] = t
+	}
+	t.waiters++
+	return t.ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		t.waiters--
+		if t.waiters == 0 && s.topics[name] == t {
+			delete(s.topics, name)
+		}
+	}
+}
+
+func (s *signals) fire(name string) {
+	s.mu.Lock()
+	t, ok := s.topics[name]
+	delete(s.topics, name)
+	s.mu.Unlock()
+	if ok {
+		close(t.ch)
+	}
+}
+
+func queueTopic(ns, queue string) string { return "q\x00" + ns + "\x00" + queue }
+func taskTopic(ns, id string) string     { return "t\x00" + ns + "\x00" + id }
+
+// hints keeps the Retry-After advice of empty claims (§6): per key and
+// queue it doubles 5, 10, 20, 40, 60; a grant to the key or an enqueue to
+// the queue starts it over. Queue generations make the enqueue reset O(1).
+type hints struct {
+	mu     sync.Mutex
+	byKey  map[string]map[string]hint // key id → queue topic → hint
+	gens   map[string]uint64          // queue topic → enqueue generation
+	swept  time.Time
+	lastOp map[string]time.Time // key id → last empty claim, for eviction
+}
+
+type hint struct {
+	next int // seconds to advise on the next empty claim
+	gen  uint64
+}
+
+const (
+	hintFirst   = 5
+	hintCeiling = 60
+	// hintIdle is how long a key's hints outlive its last empty claim: past
+	// it they would have been reset by most workloads anyway.
+	hintIdle = 10 * time.Minute
+)
+
+func newHints() *hints {
+	return &hints{byKey: map[string]map[string]hint{}, gens: map[string]uint64{}, lastOp: map[string]time.Time{}}
+}
+
+// empty records an empty claim and returns the advice for it.
+func (h *hints) empty(keyID, topic string, now time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sweep(now)
+	m := h.byKey[keyID]
+	if m == nil {
+		m = map[string]hint{}
+		h.byKey[keyID] = m
+	}
+	h.lastOp[keyID] = now
+	cur, ok := m[topic]
+	if !ok || cur.gen != h.gens[topic] {
+		cur = hint{next: hintFirst, gen: h.gens[topic]}
+	}
+	advice := cur.next
+	cur.next = min(cur.next*2, hintCeiling)
+	m[topic] = cur
+	return advice
+}
+
+// granted resets every hint of the key.
+func (h *hints) granted(keyID string) {
+	h.mu.Lock()
+	delete(h.byKey, keyID)
+	delete(h.lastOp, keyID)
+	h.mu.Unlock()
+}
+
+// enqueued resets every key's hint for the queue.
+func (h *hints) enqueued(topic string) {
+	h.mu.Lock()
+	h.gens[topic]++
+	h.mu.Unlock()
+}
+
+func (h *hints) sweep(now time.Time) {
+	if now.Sub(h.swept) < time.Minute {
+		return
+	}
+	h.swept = now
+	for k, at := range h.lastOp {
+		if now.Sub(at) > hintIdle {
+			delete(h.byKey, k)
+			delete(h.lastOp, k)
+		}
+	}
+}
+
+// admission bounds each key's claims: a token bucket for the rate and a
+// counter for concurrency (§6). It runs on the wall clock, since it limits
+// real request rates, not domain time.
+type admission struct {
+	cfg Config
+
+	mu   sync.Mutex
+	keys map[string]*keyBudget
+}
+
+type keyBudget struct {
+	tokens   float64
+	last     time.Time
+	inFlight int
+	freed    chan struct{} // closed when a slot frees; replaced after
+}
+
+func newAdmission(cfg Config) *admission {
+	return &admission{cfg: cfg, keys: map[string]*keyBudget{}}
+}
+
+// admit waits up to cfg.AdmissionWait for a token and a slot. It returns a
+// release func, or a rate_limited error with the advised wait.
+func (a *admission) admit(ctx context.Context, keyID string) (func(), error) {
+	deadline := time.Now().Add(a.cfg.AdmissionWait)
+	for {
+		now := time.Now()
+		a.mu.Lock()
+		b := a.budget(keyID, now)
+		var wait time.Duration
+		var freed <-chan struct{}
+		switch {
+		case b.inFlight >= a.cfg.ClaimConcurrency:
+			freed = b.freed
+			wait = time.Second // a slot's release time is unknowable
+		case b.tokens < 1:
+			wait = time.Duration((1 - b.tokens) / a.cfg.ClaimRate * float64(time.Second))
+		default:
+			b.tokens--
+			b.inFlight++
+			a.mu.Unlock()
+			return func() { a.release(keyID) }, nil
+		}
+		a.mu.Unlock()
+
+		if now.Add(wait).After(deadline) && freed == nil || !now.Before(deadline) {
+			return nil, &tessera.Error{Code: tessera.CodeRateLimited,
+				Message:    "too many claims for this key; retry later",
+				RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+		}
+		timer := time.NewTimer(min(wait, deadline.Sub(now)))
+		select {
+		case <-timer.C:
+		case <-freed:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// budget returns the key's budget with tokens refilled to now. a.mu held.
+func (a *admission) budget(keyID string, now time.Time) *keyBudget {
+	b, ok := a.keys[keyID]
+	if !ok {
+		b = &keyBudget{tokens: float64(a.cfg.ClaimBurst), last: now, freed: make(chan struct{})}
+		a.keys[keyID] = b
+	}
+	b.tokens = min(float64(a.cfg.ClaimBurst), b.tokens+now.Sub(b.last).Seconds()*a.cfg.ClaimRate)
+	b.last = now
+	return b
+}
+
+func (a *admission) release(keyID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.keys[keyID]
+	b.inFlight--
+	close(b.freed)
+	b.freed = make(chan struct{})
+	// A full, idle bucket carries no information: forget it so the map
+	// holds only keys that are claiming.
+	if b.inFlight == 0 && b.tokens+time.Since(b.last).Seconds()*a.cfg.ClaimRate >= float64(a.cfg.ClaimBurst) {
+		delete(a.keys, keyID)
+	}
+}

@@ -1,0 +1,133 @@
+// Package core is Tessera's domain logic: tasks, claims, leases, admission,
+// idle-poll hints, idempotency and administration. It knows no HTTP and no
+// SQL: adapters (HTTP, MCP) call its methods with an authenticated actor,
+// and it reaches storage only through store.Store.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Config holds the operator-tunable numbers of the core.
+type Config struct {
+	// ClaimRate and ClaimBurst bound claims per key (token bucket).
+	ClaimRate  float64
+	ClaimBurst int
+	// ClaimConcurrency bounds one key's claims in flight.
+	ClaimConcurrency int
+	// AdmissionWait is how long a claim over the bound waits before 429.
+	AdmissionWait time.Duration
+}
+
+// DefaultConfig returns the defaults of SPEC §6.
+func DefaultConfig() Config {
+	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second}
+}
+
+// Service is the coordinator of §2: one per process, holding only state
+// that may be lost on restart (hints, wakeups, admission, known namespaces).
+type Service struct {
+	store store.Store
+	auth  *auth.Authenticator
+	meter *meter.Meter
+	clock tessera.Clock
+	cfg   Config
+
+	signals   *signals
+	admission *admission
+	hints     *hints
+
+	nsMu  sync.Mutex
+	known map[string]bool // namespaces known to exist in the store
+
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns a Service over s.
+func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clock, cfg Config) *Service {
+	return &Service{
+		store:     s,
+		auth:      a,
+		meter:     m,
+		clock:     clock,
+		cfg:       cfg,
+		signals:   newSignals(),
+		admission: newAdmission(cfg),
+		hints:     newHints(),
+		known:     map[string]bool{},
+		done:      make(chan struct{}),
+	}
+}
+
+// Close ends every long-poll at once (they answer as if their wait ran
+// out), so a graceful shutdown does not wait 20 s for idle workers.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() { close(s.done) })
+}
+
+// Auth returns the authenticator the service checks keys with.
+func (s *Service) Auth() *auth.Authenticator { return s.auth }
+
+// authorize is the coordinator's full check (§4 step 3): the key is resolved
+// again, then the grant and the action are checked. It returns the fresh
+// actor, whose principal is what the operation is attributed to.
+func (s *Service) authorize(ctx context.Context, a *auth.Actor, ns string, action tessera.Action) (*auth.Actor, error) {
+	fresh, err := s.auth.Recheck(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := fresh.Check(ns, action); err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+
+// ensureNamespace records ns in the store inside a write transaction the
+// first time this process writes to it; afterwards it costs nothing.
+func (s *Service) ensureNamespace(tx store.Tx, ns string) error {
+	s.nsMu.Lock()
+	known := s.known[ns]
+	s.nsMu.Unlock()
+	if known {
+		return nil
+	}
+	if _, err := tx.NamespaceEnsure(ns, s.clock.Now()); err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// update runs fn in a write transaction and, once it committed, marks the
+// namespaces it ensured as known.
+func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := s.ensureNamespace(tx, ns); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	if err == nil {
+		s.nsMu.Lock()
+		s.known[ns] = true
+		s.nsMu.Unlock()
+	}
+	return err
+}
+
+// notFound maps a store miss to the API's not_found for kind/id.
+func notFound(err error, kind, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return tessera.NotFound(kind, id)
+	}
+	return err
+}

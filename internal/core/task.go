@@ -1,0 +1,373 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Field bounds (SPEC §1, §5). Names share one rule so they are safe in
+// URLs, logs and metric labels.
+const (
+	MaxTitleLen     = 200
+	MaxBriefLen     = 64 << 10
+	MaxPayloadLen   = 256 << 10
+	MaxResultLen    = 256 << 10
+	MaxProgressLen  = 4 << 10
+	MaxErrorLen     = 4 << 10
+	MaxNoteLen      = 4 << 10
+	MaxLabels       = 16
+	MaxPriority     = 1_000_000
+	MaxMaxAttempts  = 100
+	MaxListLimit    = 200
+	DefaultListSize = 50
+	// MaxRunAhead bounds how far in the future a task may be scheduled.
+	MaxRunAhead = 366 * 24 * time.Hour
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+
+// ValidName reports whether s is a valid queue or label name.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// EnqueueParams is the body of POST /v1/tasks.
+type EnqueueParams struct {
+	Queue       string          `json:"queue,omitempty"`
+	Title       string          `json:"title"`
+	Brief       string          `json:"brief,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Labels      []string        `json:"labels,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Public      bool            `json:"public,omitempty"`
+	MaxAttempts *int            `json:"max_attempts,omitempty"`
+	RunAt       *time.Time      `json:"run_at,omitempty"`
+}
+
+func (p *EnqueueParams) validate(now time.Time) error {
+	if p.Queue == "" {
+		p.Queue = "default"
+	}
+	if !ValidName(p.Queue) {
+		return tessera.Invalid("queue", "queue must match %s", nameRE)
+	}
+	if p.Title == "" || len(p.Title) > MaxTitleLen {
+		return tessera.Invalid("title", "title is required, at most %d bytes", MaxTitleLen)
+	}
+	if len(p.Brief) > MaxBriefLen {
+		return tessera.Invalid("brief", "brief is at most %d bytes", MaxBriefLen)
+	}
+	if err := checkJSON("payload", p.Payload, MaxPayloadLen); err != nil {
+		return err
+	}
+	if len(p.Labels) > MaxLabels {
+		return tessera.Invalid("labels", "at most %d labels", MaxLabels)
+	}
+	for _, l := range p.Labels {
+		if !ValidName(l) {
+			return tessera.Invalid("labels", "label %q must match %s", l, nameRE)
+		}
+	}
+	if p.Priority < -MaxPriority || p.Priority > MaxPriority {
+		return tessera.Invalid("priority", "priority must be within ±%d", MaxPriority)
+	}
+	if p.MaxAttempts != nil && (*p.MaxAttempts < 1 || *p.MaxAttempts > MaxMaxAttempts) {
+		return tessera.Invalid("max_attempts", "max_attempts must be 1–%d", MaxMaxAttempts)
+	}
+	if p.RunAt != nil && p.RunAt.After(now.Add(MaxRunAhead)) {
+		return tessera.Invalid("run_at", "run_at may be at most a year ahead")
+	}
+	return nil
+}
+
+// checkJSON bounds a JSON value; the decoder has already checked its syntax.
+func checkJSON(field string, v json.RawMessage, max int) error {
+	if len(v) > max {
+		return tessera.Invalid(field, "%s is at most %d bytes", field, max)
+	}
+	return nil
+}
+
+func nullToNil(v json.RawMessage) json.RawMessage {
+	if string(v) == "null" {
+		return nil
+	}
+	return v
+}
+
+// Enqueue creates a task. With an idempotency key, a repeat returns the
+// first task instead of creating another.
+func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p EnqueueParams, idemKey string) (*tessera.Task, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionEnqueue)
+	if err != nil {
+		return nil, err
+	}
+	req := p
+	now := s.clock.Now()
+	if err := p.validate(now); err != nil {
+		return nil, err
+	}
+	maxAttempts := 3
+	if p.MaxAttempts != nil {
+		maxAttempts = *p.MaxAttempts
+	}
+	runAt := now
+	if p.RunAt != nil && p.RunAt.After(now) {
+		runAt = p.RunAt.UTC().Truncate(time.Millisecond)
+	}
+	labels := p.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	task := &tessera.Task{
+		Namespace: ns, ID: tessera.NewID(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
+		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
+		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
+		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
+	}
+	var out tessera.Task
+	err = s.update(ctx, ns, func(tx store.Tx) error {
+		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
+		return idempotent(tx, e, req, &out, func() error {
+			out = *task
+			return tx.TaskInsert(task)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.ID == task.ID {
+		s.hints.enqueued(queueTopic(ns, task.Queue))
+		s.signals.fire(queueTopic(ns, task.Queue))
+	}
+	out.State = out.VisibleState(s.clock.Now())
+	return &out, nil
+}
+
+// GetTask returns a task with its runs.
+func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*tessera.Task, error) {
+	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	var task *tessera.Task
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		if task, err = tx.TaskGet(ns, id); err != nil {
+			return notFound(err, "task", id)
+		}
+		task.Runs, err = tx.RunList(ns, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	task.State = task.VisibleState(s.clock.Now())
+	return task, nil
+}
+
+// ListParams filters and pages GET /v1/tasks.
+type ListParams struct {
+	State  string
+	Queue  string
+	Label  string
+	Cursor string
+	Limit  int
+}
+
+// TaskPage is one page of tasks; NextCursor is empty on the last page.
+type TaskPage struct {
+	Tasks      []tessera.Task `json:"tasks"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+}
+
+// ListTasks lists tasks newest first.
+func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p ListParams) (*TaskPage, error) {
+	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	f := store.TaskFilter{State: p.State, Queue: p.Queue, Label: p.Label, Limit: p.Limit, Now: s.clock.Now()}
+	if f.State != "" && !validState(f.State) {
+		return nil, tessera.Invalid("state", "unknown state %q", f.State)
+	}
+	if f.Queue != "" && !ValidName(f.Queue) {
+		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
+	}
+	if f.Label != "" && !ValidName(f.Label) {
+		return nil, tessera.Invalid("label", "label must match %s", nameRE)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultListSize
+	}
+	if f.Limit < 1 || f.Limit > MaxListLimit {
+		return nil, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+	}
+	if p.Cursor != "" {
+		var err error
+		if f.Before, err = decodeCursor(p.Cursor); err != nil {
+			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
+		}
+	}
+	page := &TaskPage{Tasks: []tessera.Task{}}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		// One extra row tells whether another page follows.
+		f.Limit++
+		tasks, err := tx.TaskList(ns, f)
+		if err != nil {
+			return err
+		}
+		if len(tasks) == f.Limit {
+			tasks = tasks[:f.Limit-1]
+			page.NextCursor = encodeCursor(tasks[len(tasks)-1].ID)
+		}
+		for i := range tasks {
+			tasks[i].State = tasks[i].VisibleState(f.Now)
+		}
+		page.Tasks = append(page.Tasks, tasks...)
+		return nil
+	})
+	return page, err
+}
+
+func validState(st string) bool {
+	for _, v := range tessera.States {
+		if v == st {
+			return true
+		}
+	}
+	return false
+}
+
+// Counts returns task counts by queue and visible state.
+func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[string]map[string]int, error) {
+	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]int{}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		counts, err := tx.TaskCounts(ns, s.clock.Now())
+		for _, c := range counts {
+			if out[c.Queue] == nil {
+				out[c.Queue] = map[string]int{}
+			}
+			out[c.Queue][c.State] = c.Count
+		}
+		return err
+	})
+	return out, err
+}
+
+// Task state changes a producer makes (§1).
+type TaskChange string
+
+const (
+	ChangeCancel TaskChange = "cancel"
+	ChangePause  TaskChange = "pause"
+	ChangeResume TaskChange = "resume"
+	ChangeRetry  TaskChange = "retry"
+)
+
+// ChangeTask applies cancel, pause, resume or retry to a task.
+func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, change TaskChange) (*tessera.Task, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionEnqueue)
+	if err != nil {
+		return nil, err
+	}
+	var task *tessera.Task
+	wakeQueue, wakeHolder := false, false
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if task, err = tx.TaskGet(ns, id); err != nil {
+			return notFound(err, "task", id)
+		}
+		now := s.clock.Now()
+		visible := task.VisibleState(now)
+		invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, visible)
+		switch change {
+		case ChangeCancel:
+			switch {
+			case tessera.Terminal(task.State):
+				return invalid
+			case task.State == tessera.StateLeased:
+				if task.CancelRequested {
+					return nil
+				}
+				// The holder learns of it and the task ends at its next
+				// heartbeat, submit or lapse (§1).
+				task.CancelRequested = true
+				wakeHolder = true
+				if err := tx.TaskEventAppend(ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now}); err != nil {
+					return err
+				}
+			default:
+				task.State = tessera.StateCanceled
+			}
+		case ChangePause:
+			if task.State != tessera.StateReady {
+				return invalid
+			}
+			task.State = tessera.StatePaused
+		case ChangeResume:
+			if task.State != tessera.StatePaused {
+				return invalid
+			}
+			task.State, wakeQueue = tessera.StateReady, true
+		case ChangeRetry:
+			if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
+				return invalid
+			}
+			task.State, task.Attempts, task.RunAt, task.CancelRequested, wakeQueue = tessera.StateReady, 0, now, false, true
+			task.Error, task.Result = "", nil
+		default:
+			return errors.New("unknown task change " + string(change))
+		}
+		task.UpdatedAt = now
+		return tx.TaskUpdate(task)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if wakeQueue {
+		s.signals.fire(queueTopic(ns, task.Queue))
+	}
+	if wakeHolder {
+		s.signals.fire(taskTopic(ns, id))
+	}
+	task.State = task.VisibleState(s.clock.Now())
+	return task, nil
+}
+
+// AddNote appends a note for the task's lease holder. The producer side
+// (enqueue scope) and the holder itself may write notes.
+func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body string) (*tessera.TaskEvent, error) {
+	if body == "" || len(body) > MaxNoteLen || !utf8.ValidString(body) {
+		return nil, tessera.Invalid("body", "body is required, at most %d bytes", MaxNoteLen)
+	}
+	a, err := s.authorize(ctx, a, ns, "")
+	if err != nil {
+		return nil, err
+	}
+	producer := a.Scopes().Allows(tessera.ActionEnqueue)
+	ev := &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: s.clock.Now()}
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		task, err := tx.TaskGet(ns, id)
+		if err != nil {
+			return notFound(err, "task", id)
+		}
+		holder := a.Scopes().Allows(tessera.ActionClaim) && task.Lease != nil && task.Lease.Holder == a.Principal.ID
+		if !producer && !holder {
+			return tessera.Errorf(tessera.CodeForbidden, "notes need the enqueue scope or the task's lease")
+		}
+		return tx.TaskEventAppend(ns, id, ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.signals.fire(taskTopic(ns, id))
+	return ev, nil
+}

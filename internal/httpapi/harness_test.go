@@ -1,0 +1,181 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store/sqlite"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// adminKey is the key every test server is seeded with.
+const adminKey = "tsk_testadmin_abcdefghijklmnopqrstuvwxyz012345"
+
+// testServer is a real Tessera HTTP server on a real SQLite file, with a
+// manual clock for lease and backoff time.
+type testServer struct {
+	t     testing.TB
+	URL   string
+	Clock *tessera.ManualClock
+	Meter *meter.Meter
+	DB    *sqlite.DB
+	Core  *core.Service
+	HTTP  *httptest.Server
+}
+
+func newTestServer(t testing.TB, configure ...func(*core.Config)) *testServer {
+	t.Helper()
+	ctx := context.Background()
+	clock := tessera.NewManualClock(time.Now())
+	m := meter.New(clock)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tessera.db"), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.Bootstrap(ctx, db, clock, adminKey); err != nil {
+		t.Fatal(err)
+	}
+	cfg := core.DefaultConfig()
+	for _, f := range configure {
+		f(&cfg)
+	}
+	svc := core.New(db, auth.NewAuthenticator(db, clock, 5*time.Second), m, clock, cfg)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hs := httptest.NewServer(httpapi.New(svc, log))
+	t.Cleanup(func() {
+		svc.Close()
+		hs.Close()
+		db.Close()
+	})
+	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: m, DB: db, Core: svc, HTTP: hs}
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// decode unmarshals the body into v, failing the test if it cannot.
+func (r *response) decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// errorCode returns the code of an error body ("" if none).
+func (r *response) errorCode() string {
+	var e httpapi.ErrorBody
+	_ = json.Unmarshal(r.Body, &e)
+	return string(e.Error.Code)
+}
+
+// do sends a request. body may be nil, a string or []byte (sent as is), or
+// any value (sent as JSON). headers are name, value pairs.
+func (s *testServer) do(method, path, key string, body any, headers ...string) *response {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// must sends a request and fails the test unless it answers want.
+func (s *testServer) must(want int, method, path, key string, body any, headers ...string) *response {
+	s.t.Helper()
+	r := s.do(method, path, key, body, headers...)
+	if r.Status != want {
+		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// newKey creates a principal of kind with a key holding scopes.
+func (s *testServer) newKey(kind string, scopes ...string) (key, principalID string) {
+	s.t.Helper()
+	var p tessera.Principal
+	s.must(201, "POST", "/v1/admin/principals", adminKey, map[string]any{"kind": kind, "display_name": kind}).decode(s.t, &p)
+	var k struct {
+		Key string `json:"key"`
+	}
+	s.must(201, "POST", "/v1/admin/keys", adminKey, map[string]any{"principal_id": p.ID, "scopes": scopes}).decode(s.t, &k)
+	return k.Key, p.ID
+}
+
+// claimed is a granted claim as the API returns it.
+type claimed struct {
+	Lease tessera.Lease `json:"lease"`
+	Task  tessera.Task  `json:"task"`
+}
+
+// enqueue creates a task in ns with the given body fields and returns it.
+func (s *testServer) enqueue(ns, key string, fields map[string]any) tessera.Task {
+	s.t.Helper()
+	if fields["title"] == nil {
+		fields["title"] = "test task"
+	}
+	var t tessera.Task
+	s.must(201, "POST", nsPath(ns, "/v1/tasks"), key, fields).decode(s.t, &t)
+	return t
+}
+
+// claim claims from queue in ns and returns the grant; it fails the test
+// on anything but 200.
+func (s *testServer) claim(ns, key, queue string) claimed {
+	s.t.Helper()
+	var c claimed
+	s.must(200, "POST", nsPath(ns, "/v1/claims"), key, map[string]any{"queue": queue}).decode(s.t, &c)
+	return c
+}
+
+// nsPath prefixes path with /ns/{ns} unless ns is main.
+func nsPath(ns, path string) string {
+	if ns == "" || ns == tessera.MainNamespace {
+		return path
+	}
+	return "/ns/" + ns + path
+}

@@ -1,0 +1,188 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// tx implements store.Tx on the connection that holds the transaction.
+type tx struct{ c *conn }
+
+var _ store.Tx = (*tx)(nil)
+
+// one runs a query expected to return at most one row; ErrNotFound if none.
+func (t *tx) one(sql string, args []any, scan func(*sqlite3.Stmt) error) error {
+	found := false
+	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
+		found = true
+		return scan(s)
+	})
+	if err == nil && !found {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// mustChange turns an update of no row into ErrNotFound.
+func mustChange(n int64, err error) error {
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+const principalCols = `id, kind, account, display_name, created_at, last_used_at, purge_at`
+
+func scanPrincipal(s *sqlite3.Stmt, off int) *tessera.Principal {
+	return &tessera.Principal{
+		ID:          s.ColumnText(off),
+		Kind:        s.ColumnText(off + 1),
+		Account:     s.ColumnText(off + 2),
+		DisplayName: s.ColumnText(off + 3),
+		CreatedAt:   colTime(s, off+4),
+		LastUsedAt:  colTimePtr(s, off+5),
+		PurgeAt:     colTimePtr(s, off+6),
+	}
+}
+
+func (t *tx) PrincipalCreate(p *tessera.Principal) error {
+	_, err := t.c.exec(`INSERT INTO principals (`+principalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.Kind, p.Account, p.DisplayName, p.CreatedAt, p.LastUsedAt, p.PurgeAt)
+	if err != nil {
+		return fmt.Errorf("insert principal %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) PrincipalGet(id string) (*tessera.Principal, error) {
+	var p *tessera.Principal
+	err := t.one(`SELECT `+principalCols+` FROM principals WHERE id = ?`, []any{id}, func(s *sqlite3.Stmt) error {
+		p = scanPrincipal(s, 0)
+		return nil
+	})
+	return p, err
+}
+
+func (t *tx) PrincipalUpdate(p *tessera.Principal) error {
+	return mustChange(t.c.exec(`UPDATE principals SET kind = ?, account = ?, display_name = ?, last_used_at = ?, purge_at = ? WHERE id = ?`,
+		p.Kind, p.Account, p.DisplayName, p.LastUsedAt, p.PurgeAt, p.ID))
+}
+
+func (t *tx) PrincipalList(after string, limit int) ([]tessera.Principal, error) {
+	var out []tessera.Principal
+	err := t.c.query(`SELECT `+principalCols+` FROM principals WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
+		func(s *sqlite3.Stmt) error {
+			out = append(out, *scanPrincipal(s, 0))
+			return nil
+		})
+	return out, err
+}
+
+func (t *tx) PrincipalAny() (bool, error) {
+	err := t.one(`SELECT 1 FROM principals LIMIT 1`, nil, func(*sqlite3.Stmt) error { return nil })
+	if err == store.ErrNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+const keyCols = `id, principal_id, secret_hash, scopes, expires_at, revoked_at, created_at`
+
+func scanKey(s *sqlite3.Stmt) (*tessera.Key, error) {
+	k := &tessera.Key{
+		ID:          s.ColumnText(0),
+		PrincipalID: s.ColumnText(1),
+		SecretHash:  colBlob(s, 2),
+		ExpiresAt:   colTimePtr(s, 4),
+		RevokedAt:   colTimePtr(s, 5),
+		CreatedAt:   colTime(s, 6),
+	}
+	if err := json.Unmarshal([]byte(s.ColumnText(3)), &k.Scopes); err != nil {
+		return nil, fmt.Errorf("key %s scopes: %w", k.ID, err)
+	}
+	return k, nil
+}
+
+func (t *tx) KeyCreate(k *tessera.Key) error {
+	scopes, err := json.Marshal(k.Scopes)
+	if err != nil {
+		return err
+	}
+	_, err = t.c.exec(`INSERT INTO keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.PrincipalID, k.SecretHash, string(scopes), k.ExpiresAt, k.RevokedAt, k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) KeyLookup(id string) (*tessera.Key, *tessera.Principal, error) {
+	var (
+		k   *tessera.Key
+		p   *tessera.Principal
+		err error
+	)
+	qerr := t.one(`SELECT k.id, k.principal_id, k.secret_hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, `+
+		`p.id, p.kind, p.account, p.display_name, p.created_at, p.last_used_at, p.purge_at `+
+		`FROM keys k JOIN principals p ON p.id = k.principal_id WHERE k.id = ?`, []any{id},
+		func(s *sqlite3.Stmt) error {
+			k, err = scanKey(s)
+			p = scanPrincipal(s, 7)
+			return err
+		})
+	return k, p, qerr
+}
+
+func (t *tx) KeyList(after string, limit int) ([]tessera.Key, error) {
+	var out []tessera.Key
+	err := t.c.query(`SELECT `+keyCols+` FROM keys WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
+		func(s *sqlite3.Stmt) error {
+			k, err := scanKey(s)
+			if err == nil {
+				out = append(out, *k)
+			}
+			return err
+		})
+	return out, err
+}
+
+func (t *tx) KeyRevoke(id string, at time.Time) error {
+	return mustChange(t.c.exec(`UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, at, id))
+}
+
+func (t *tx) NamespaceEnsure(name string, now time.Time) (bool, error) {
+	n, err := t.c.exec(`INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, now)
+	return n > 0, err
+}
+
+func (t *tx) NamespaceList() ([]store.Namespace, error) {
+	var out []store.Namespace
+	err := t.c.query(`SELECT name, created_at FROM namespaces ORDER BY name`, nil, func(s *sqlite3.Stmt) error {
+		out = append(out, store.Namespace{Name: s.ColumnText(0), CreatedAt: colTime(s, 1)})
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) IdempotencyGet(ns, principalID, route, key string) (*store.Idempotency, error) {
+	var e *store.Idempotency
+	err := t.one(`SELECT request_hash, response, created_at FROM idempotency WHERE namespace = ? AND principal_id = ? AND route = ? AND key = ?`,
+		[]any{ns, principalID, route, key}, func(s *sqlite3.Stmt) error {
+			e = &store.Idempotency{Namespace: ns, PrincipalID: principalID, Route: route, Key: key,
+				RequestHash: colBlob(s, 0), Response: colBlob(s, 1), CreatedAt: colTime(s, 2)}
+			return nil
+		})
+	return e, err
+}
+
+func (t *tx) IdempotencyPut(e *store.Idempotency) error {
+	_, err := t.c.exec(`INSERT INTO idempotency (namespace, principal_id, route, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
+	return err
+}

@@ -1,0 +1,126 @@
+package tessera
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task states as clients see them (SPEC §1). The store keeps a task that is
+// waiting for its run_at as "ready" with a future run_at, and reports it as
+// "scheduled": nothing has to be written when the time comes.
+const (
+	StateScheduled = "scheduled"
+	StateReady     = "ready"
+	StateLeased    = "leased"
+	StatePaused    = "paused"
+	StateSucceeded = "succeeded"
+	StateDead      = "dead"
+	StateCanceled  = "canceled"
+)
+
+// States lists every client-visible state, in lifecycle order.
+var States = []string{StateScheduled, StateReady, StateLeased, StatePaused, StateSucceeded, StateDead, StateCanceled}
+
+// Terminal reports whether a task in state s is finished.
+func Terminal(s string) bool {
+	return s == StateSucceeded || s == StateDead || s == StateCanceled
+}
+
+// Task is a unit of work.
+type Task struct {
+	Namespace       string          `json:"namespace"`
+	ID              string          `json:"id"`
+	Queue           string          `json:"queue"`
+	Title           string          `json:"title"`
+	Brief           string          `json:"brief"`
+	Payload         json.RawMessage `json:"payload"`
+	Labels          []string        `json:"labels"`
+	Priority        int             `json:"priority"`
+	Public          bool            `json:"public"`
+	MaxAttempts     int             `json:"max_attempts"`
+	Attempts        int             `json:"attempts"`
+	State           string          `json:"state"`
+	RunAt           time.Time       `json:"run_at"`
+	CreatedBy       string          `json:"created_by"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	CancelRequested bool            `json:"cancel_requested"`
+	Result          json.RawMessage `json:"result,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	Progress        json.RawMessage `json:"progress,omitempty"`
+	// Lease is the live (or lapsed but unnoticed) lease, without its token.
+	Lease *Lease `json:"lease,omitempty"`
+	// Runs is filled only when a task is read with its history.
+	Runs []Run `json:"runs,omitempty"`
+}
+
+// VisibleState is the state a client sees at now: a ready task whose run_at
+// is still ahead is scheduled.
+func (t *Task) VisibleState(now time.Time) string {
+	if t.State == StateReady && t.RunAt.After(now) {
+		return StateScheduled
+	}
+	return t.State
+}
+
+// Lease is a claim on a task. Token is set only in the claim response.
+type Lease struct {
+	TaskID    string    `json:"task_id"`
+	RunID     string    `json:"run_id"`
+	Holder    string    `json:"holder"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Token     string    `json:"token,omitempty"`
+	// Seconds is the lease length a heartbeat renews by default.
+	Seconds int `json:"lease_seconds"`
+	// TokenHash is what the store keeps; the token is the holder's secret.
+	TokenHash []byte `json:"-"`
+}
+
+// Run outcomes.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeReleased  = "released"
+	OutcomeLapsed    = "lapsed"
+	OutcomeCanceled  = "canceled"
+)
+
+// Run is one attempt at a task.
+type Run struct {
+	ID        string     `json:"run_id"`
+	TaskID    string     `json:"task_id"`
+	Holder    string     `json:"holder"`
+	Attempt   int        `json:"attempt"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Outcome   string     `json:"outcome,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Claim-event kinds delivered to a lease holder.
+const (
+	EventNote            = "note"
+	EventCancelRequested = "cancel_requested"
+	EventLeaseEnded      = "lease_ended"
+)
+
+// TaskEvent is something the holder of a task's lease should learn.
+type TaskEvent struct {
+	Seq  int64     `json:"seq"`
+	Kind string    `json:"kind"`
+	Body string    `json:"body,omitempty"`
+	By   string    `json:"by,omitempty"`
+	Time time.Time `json:"time"`
+}
+
+// Backoff is the wait before retry number attempts (≥ 1):
+// min(10 s × 2^(attempts-1), 1 h), before jitter.
+func Backoff(attempts int) time.Duration {
+	if attempts < 1 {
+		attempts = 1
+	}
+	if attempts > 20 {
+		return time.Hour
+	}
+	return min(10*time.Second<<(attempts-1), time.Hour)
+}

@@ -6,41 +6,47 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // routes is the table every handler is registered from, under /v1 and
 // /ns/{namespace}/v1 alike.
 func (s *Server) routes() []route {
-	return []route{
-		{"GET", "/me", anyKey, "", "The caller's principal and key", s.me},
+	return append(s.taskRoutes(), s.recordRoutes()...)
+}
 
-		{"POST", "/tasks", granted, tessera.ActionEnqueue, "Enqueue a task", s.enqueue},
-		{"GET", "/tasks", granted, tessera.ActionRead, "List tasks, newest first", s.listTasks},
-		{"GET", "/tasks/{id}", granted, tessera.ActionRead, "A task with its runs", s.getTask},
-		{"POST", "/tasks/{id}/cancel", granted, tessera.ActionEnqueue, "Cancel a task", s.changeTask(core.ChangeCancel)},
-		{"POST", "/tasks/{id}/pause", granted, tessera.ActionEnqueue, "Pause a ready or scheduled task", s.changeTask(core.ChangePause)},
-		{"POST", "/tasks/{id}/resume", granted, tessera.ActionEnqueue, "Resume a paused task", s.changeTask(core.ChangeResume)},
-		{"POST", "/tasks/{id}/retry", granted, tessera.ActionEnqueue, "Retry a dead or canceled task", s.changeTask(core.ChangeRetry)},
+func (s *Server) taskRoutes() []route {
+	return []route{
+		{"GET", "/me", anyKey, "", "The caller's principal and key", s.me, nil, core.Me{}},
+
+		{"POST", "/tasks", granted, tessera.ActionEnqueue, "Enqueue a task", s.enqueue, core.EnqueueParams{}, tessera.Task{}},
+		{"GET", "/tasks", granted, tessera.ActionRead, "List tasks, newest first", s.listTasks, nil, core.TaskPage{}},
+		{"GET", "/tasks/{id}", granted, tessera.ActionRead, "A task with its runs", s.getTask, nil, tessera.Task{}},
+		{"POST", "/tasks/{id}/cancel", granted, tessera.ActionEnqueue, "Cancel a task", s.changeTask(core.ChangeCancel), nil, tessera.Task{}},
+		{"POST", "/tasks/{id}/pause", granted, tessera.ActionEnqueue, "Pause a ready or scheduled task", s.changeTask(core.ChangePause), nil, tessera.Task{}},
+		{"POST", "/tasks/{id}/resume", granted, tessera.ActionEnqueue, "Resume a paused task", s.changeTask(core.ChangeResume), nil, tessera.Task{}},
+		{"POST", "/tasks/{id}/retry", granted, tessera.ActionEnqueue, "Retry a dead or canceled task", s.changeTask(core.ChangeRetry), nil, tessera.Task{}},
 		// Notes come from producers (enqueue) or the lease holder (claim):
 		// the edge checks the grant, the core the rest.
-		{"POST", "/tasks/{id}/notes", granted, "", "Leave a note for the lease holder", s.addNote},
-		{"GET", "/counts", granted, tessera.ActionRead, "Task counts by queue and state", s.counts},
+		{"POST", "/tasks/{id}/notes", granted, "", "Leave a note for the lease holder", s.addNote, noteParams{}, tessera.TaskEvent{}},
+		{"GET", "/counts", granted, tessera.ActionRead, "Task counts by queue and state", s.counts, nil, countsResponse{}},
 
-		{"POST", "/claims", granted, tessera.ActionClaim, "Claim the next ready task of a queue", s.claim},
-		{"POST", "/claims/{task}/heartbeat", granted, tessera.ActionClaim, "Extend a lease", s.heartbeat},
-		{"POST", "/claims/{task}/submit", granted, tessera.ActionClaim, "Submit a run's outcome", s.submit},
-		{"POST", "/claims/{task}/release", granted, tessera.ActionClaim, "Give a task back without using an attempt", s.release},
-		{"GET", "/claims/{task}/events", granted, tessera.ActionClaim, "Long-poll the events of a held task", s.claimEvents},
+		{"POST", "/claims", granted, tessera.ActionClaim, "Claim the next ready task of a queue", s.claim, core.ClaimParams{}, core.Claimed{}},
+		{"POST", "/claims/{task}/heartbeat", granted, tessera.ActionClaim, "Extend a lease", s.heartbeat, core.HeartbeatParams{}, core.Heartbeat{}},
+		{"POST", "/claims/{task}/submit", granted, tessera.ActionClaim, "Submit a run's outcome", s.submit, core.SubmitParams{}, tessera.Task{}},
+		{"POST", "/claims/{task}/release", granted, tessera.ActionClaim, "Give a task back without using an attempt", s.release, core.ReleaseParams{}, tessera.Task{}},
+		{"GET", "/claims/{task}/events", granted, tessera.ActionClaim, "Long-poll the events of a held task", s.claimEvents, nil, core.ClaimEvents{}},
 
-		{"POST", "/admin/principals", adminOnly, "", "Create a principal", s.createPrincipal},
-		{"GET", "/admin/principals", adminOnly, "", "List principals", s.listPrincipals},
-		{"PATCH", "/admin/principals/{id}", adminOnly, "", "Change a principal", s.updatePrincipal},
-		{"POST", "/admin/keys", adminOnly, "", "Create a key; its secret is returned once", s.createKey},
-		{"GET", "/admin/keys", adminOnly, "", "List keys (no secrets)", s.listKeys},
-		{"DELETE", "/admin/keys/{id}", adminOnly, "", "Revoke a key", s.revokeKey},
-		{"GET", "/admin/namespaces", adminOnly, "", "List namespaces", s.listNamespaces},
-		{"GET", "/admin/storage", adminOnly, "", "Today's metered storage rows", s.storage},
+		{"POST", "/admin/principals", adminOnly, "", "Create a principal", s.createPrincipal, core.PrincipalParams{}, tessera.Principal{}},
+		{"GET", "/admin/principals", adminOnly, "", "List principals", s.listPrincipals, nil, core.PrincipalPage{}},
+		{"PATCH", "/admin/principals/{id}", adminOnly, "", "Change a principal", s.updatePrincipal, core.PrincipalPatch{}, tessera.Principal{}},
+		{"POST", "/admin/keys", adminOnly, "", "Create a key; its secret is returned once", s.createKey, core.KeyParams{}, core.NewKey{}},
+		{"GET", "/admin/keys", adminOnly, "", "List keys (no secrets)", s.listKeys, nil, core.KeyPage{}},
+		{"DELETE", "/admin/keys/{id}", adminOnly, "", "Revoke a key", s.revokeKey, nil, nil},
+		{"GET", "/admin/namespaces", adminOnly, "", "List namespaces", s.listNamespaces, nil, namespacesResponse{}},
+		{"GET", "/admin/storage", adminOnly, "", "Today's metered storage rows", s.storage, nil, meter.Totals{}},
 	}
 }
 
@@ -122,9 +128,7 @@ func (s *Server) addNote(c *call) error {
 	if err != nil {
 		return err
 	}
-	var p struct {
-		Body string `json:"body"`
-	}
+	var p noteParams
 	if err := c.decode(&p); err != nil {
 		return err
 	}
@@ -140,7 +144,7 @@ func (s *Server) counts(c *call) error {
 	if err != nil {
 		return err
 	}
-	return c.json(http.StatusOK, map[string]any{"queues": counts})
+	return c.json(http.StatusOK, countsResponse{Queues: counts})
 }
 
 func (s *Server) claim(c *call) error {
@@ -313,7 +317,7 @@ func (s *Server) listNamespaces(c *call) error {
 	if err != nil {
 		return err
 	}
-	return c.json(http.StatusOK, map[string]any{"namespaces": ns})
+	return c.json(http.StatusOK, namespacesResponse{Namespaces: ns})
 }
 
 func (s *Server) storage(c *call) error {
@@ -332,4 +336,17 @@ func (c *call) page() (string, int, error) {
 	}
 	limit, err := c.queryInt("limit", 1, core.MaxListLimit)
 	return cursor, int(limit), err
+}
+
+type noteParams struct {
+	Body string `json:"body"`
+}
+
+// countsResponse maps queue → visible state → number of tasks.
+type countsResponse struct {
+	Queues map[string]map[string]int `json:"queues"`
+}
+
+type namespacesResponse struct {
+	Namespaces []store.Namespace `json:"namespaces"`
 }

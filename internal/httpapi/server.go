@@ -62,6 +62,9 @@ type route struct {
 	action  tessera.Action
 	summary string
 	handle  func(*call) error
+	// in and out are zero values of the request body and the success
+	// response, for the API description; nil means none.
+	in, out any
 }
 
 // call is one request on its way through a handler.

@@ -33,6 +33,8 @@ type Store interface {
 // noun + verb. Methods never interpret rules (states, scopes, limits); the
 // core does.
 type Tx interface {
+	RecordTx
+
 	PrincipalCreate(p *tessera.Principal) error
 	PrincipalGet(id string) (*tessera.Principal, error)
 	PrincipalUpdate(p *tessera.Principal) error

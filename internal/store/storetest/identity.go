@@ -1,0 +1,5 @@
+package storetest
+
+import "testing"
+
+func testIdentity(t *testing.T, open Opener) {}

@@ -1,0 +1,5 @@
+package storetest
+
+import "testing"
+
+func testRecords(t *testing.T, open Opener) {}

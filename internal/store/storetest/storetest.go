@@ -1,0 +1,21 @@
+// Package storetest is the conformance suite every store backend must pass:
+// the same behaviour, tested through the store interface alone, so a second
+// backend stays honest.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/tessera-dev/tessera/internal/store"
+)
+
+// Opener returns a fresh, empty store for one test; the backend's test
+// closes it in t.Cleanup.
+type Opener func(t *testing.T) store.Store
+
+// Run runs the whole suite against stores made by open.
+func Run(t *testing.T, open Opener) {
+	t.Run("identity", func(t *testing.T) { testIdentity(t, open) })
+	t.Run("tasks", func(t *testing.T) { testTasks(t, open) })
+	t.Run("records", func(t *testing.T) { testRecords(t, open) })
+}

@@ -1,0 +1,5 @@
+package storetest
+
+import "testing"
+
+func testTasks(t *testing.T, open Opener) {}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -149,12 +151,39 @@ func DecodeJSON(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		var timeErr *time.ParseError
+		if errors.As(err, &timeErr) {
+			// The decoder does not say which field held the bad timestamp.
+			f := badTimeField(body, dst)
+			return tessera.Invalid(f, "%s must be an RFC 3339 timestamp", cmp.Or(f, "timestamps"))
+		}
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return tessera.Errorf(tessera.CodeInvalidRequest, "the request body holds more than one JSON value")
 	}
 	return nil
+}
+
+// badTimeField names the top-level field of body whose value is not a
+// timestamp dst accepts, by decoding each field on its own ("" if none).
+func badTimeField(body []byte, dst any) string {
+	var fields map[string]json.RawMessage
+	t := reflect.TypeOf(dst)
+	if t == nil || t.Kind() != reflect.Pointer || json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	for name, v := range fields {
+		one, err := json.Marshal(map[string]json.RawMessage{name: v})
+		if err != nil {
+			continue
+		}
+		var timeErr *time.ParseError
+		if errors.As(json.Unmarshal(one, reflect.New(t.Elem()).Interface()), &timeErr) {
+			return name
+		}
+	}
+	return ""
 }
 
 func decodeError(err error) error {

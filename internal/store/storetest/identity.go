@@ -1,5 +1,353 @@
 package storetest
 
-import "testing"
+import (
+	"bytes"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
 
-func testIdentity(t *testing.T, open Opener) {}
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// testIdentity covers principals, keys, namespaces and idempotency entries.
+func testIdentity(t *testing.T, open Opener) {
+	t.Run("PrincipalRoundTrip", func(t *testing.T) {
+		s := open(t)
+		anon := &tessera.Principal{ID: "p-anon", Kind: tessera.KindAnonymous, Account: "acct-1",
+			DisplayName: "Anon Ünïcode", CreatedAt: epoch, LastUsedAt: ptr(at(time.Second)), PurgeAt: ptr(at(time.Hour))}
+		user := &tessera.Principal{ID: "p-user", Kind: tessera.KindUser, DisplayName: "u", CreatedAt: at(time.Minute)}
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.PrincipalCreate(anon); err != nil {
+				return err
+			}
+			return tx.PrincipalCreate(user)
+		})
+		readTx(t, s, func(tx store.Tx) error {
+			for _, want := range []*tessera.Principal{anon, user} {
+				got, err := tx.PrincipalGet(want.ID)
+				if err != nil {
+					t.Fatalf("get %s: %v", want.ID, err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("get %s:\n got %+v\nwant %+v", want.ID, got, want)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("PrincipalCreateTwiceConflicts", func(t *testing.T) {
+		s := open(t)
+		p := &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(p) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.PrincipalCreate(p) })
+		wantErr(t, "second create", err, store.ErrConflict)
+	})
+
+	t.Run("PrincipalUpdate", func(t *testing.T) {
+		s := open(t)
+		p := &tessera.Principal{ID: "p1", Kind: tessera.KindUser, Account: "a", DisplayName: "d", CreatedAt: epoch}
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(p) })
+		changed := &tessera.Principal{ID: "p1", Kind: tessera.KindService, Account: "b", DisplayName: "e",
+			CreatedAt:  at(time.Hour), // created_at is not one of the fields an update changes
+			LastUsedAt: ptr(at(time.Minute)), PurgeAt: ptr(at(2 * time.Minute))}
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(changed) })
+		want := *changed
+		want.CreatedAt = epoch
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.PrincipalGet("p1")
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(*got, want) {
+				t.Errorf("after update:\n got %+v\nwant %+v", *got, want)
+			}
+			return nil
+		})
+		// Clearing the optional timestamps writes NULL back.
+		want.LastUsedAt, want.PurgeAt = nil, nil
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(&want) })
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.PrincipalGet("p1")
+			if err != nil {
+				return err
+			}
+			if got.LastUsedAt != nil || got.PurgeAt != nil {
+				t.Errorf("cleared timestamps read back as %v, %v", got.LastUsedAt, got.PurgeAt)
+			}
+			return nil
+		})
+	})
+
+	t.Run("PrincipalMissingIsNotFound", func(t *testing.T) {
+		s := open(t)
+		readTx(t, s, func(tx store.Tx) error {
+			_, err := tx.PrincipalGet("nobody")
+			wantErr(t, "get", err, store.ErrNotFound)
+			return nil
+		})
+		err := s.Update(t.Context(), func(tx store.Tx) error {
+			return tx.PrincipalUpdate(&tessera.Principal{ID: "nobody", Kind: tessera.KindUser})
+		})
+		wantErr(t, "update", err, store.ErrNotFound)
+	})
+
+	t.Run("PrincipalListPages", func(t *testing.T) {
+		s := open(t)
+		// Inserted out of order: the list is ordered by id, not by insertion.
+		all := []string{"p3", "p1", "p5", "p2", "p4"}
+		writeTx(t, s, func(tx store.Tx) error {
+			for _, id := range all {
+				if err := tx.PrincipalCreate(&tessera.Principal{ID: id, Kind: tessera.KindAgent, CreatedAt: epoch}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var pages [][]string
+		after := ""
+		for range 10 {
+			var page []tessera.Principal
+			readTx(t, s, func(tx store.Tx) (err error) {
+				page, err = tx.PrincipalList(after, 2)
+				return err
+			})
+			if len(page) == 0 {
+				break
+			}
+			var got []string
+			for _, p := range page {
+				got = append(got, p.ID)
+			}
+			pages = append(pages, got)
+			after = page[len(page)-1].ID
+		}
+		want := [][]string{{"p1", "p2"}, {"p3", "p4"}, {"p5"}}
+		if !reflect.DeepEqual(pages, want) {
+			t.Fatalf("pages = %v, want %v", pages, want)
+		}
+	})
+
+	t.Run("PrincipalAny", func(t *testing.T) {
+		s := open(t)
+		check := func(want bool) {
+			t.Helper()
+			readTx(t, s, func(tx store.Tx) error {
+				got, err := tx.PrincipalAny()
+				if err != nil {
+					return err
+				}
+				if got != want {
+					t.Errorf("PrincipalAny = %v, want %v", got, want)
+				}
+				return nil
+			})
+		}
+		check(false)
+		writeTx(t, s, func(tx store.Tx) error {
+			return tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
+		})
+		check(true)
+	})
+
+	t.Run("KeyCreateLookupWithPrincipal", func(t *testing.T) {
+		s := open(t)
+		p := &tessera.Principal{ID: "p1", Kind: tessera.KindAgent, Account: "acct", DisplayName: "worker",
+			CreatedAt: epoch, LastUsedAt: ptr(at(time.Second))}
+		forever := &tessera.Key{ID: "key1", PrincipalID: "p1", Scopes: []string{"namespace:main", "claim"},
+			CreatedAt: epoch, SecretHash: []byte("hash-one-0123456789abcdef0123456")}
+		expiring := &tessera.Key{ID: "key2", PrincipalID: "p1", Scopes: []string{"admin"},
+			ExpiresAt: ptr(at(24 * time.Hour)), CreatedAt: at(time.Second), SecretHash: []byte{0, 1, 2, 255}}
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.PrincipalCreate(p); err != nil {
+				return err
+			}
+			if err := tx.KeyCreate(forever); err != nil {
+				return err
+			}
+			return tx.KeyCreate(expiring)
+		})
+		readTx(t, s, func(tx store.Tx) error {
+			for _, want := range []*tessera.Key{forever, expiring} {
+				k, gotP, err := tx.KeyLookup(want.ID)
+				if err != nil {
+					t.Fatalf("lookup %s: %v", want.ID, err)
+				}
+				if !reflect.DeepEqual(k, want) {
+					t.Errorf("key %s:\n got %+v\nwant %+v", want.ID, k, want)
+				}
+				if !reflect.DeepEqual(gotP, p) {
+					t.Errorf("principal of %s:\n got %+v\nwant %+v", want.ID, gotP, p)
+				}
+			}
+			_, _, err := tx.KeyLookup("nokey")
+			wantErr(t, "lookup of a missing key", err, store.ErrNotFound)
+			return nil
+		})
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyCreate(forever) })
+		wantErr(t, "second create", err, store.ErrConflict)
+	})
+
+	t.Run("KeyListPages", func(t *testing.T) {
+		s := open(t)
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
+				return err
+			}
+			for _, id := range []string{"kc", "ka", "kd", "kb"} {
+				k := &tessera.Key{ID: id, PrincipalID: "p1", Scopes: []string{"read"}, CreatedAt: epoch, SecretHash: []byte(id)}
+				if err := tx.KeyCreate(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		readTx(t, s, func(tx store.Tx) error {
+			first, err := tx.KeyList("", 3)
+			if err != nil {
+				return err
+			}
+			rest, err := tx.KeyList("kc", 3)
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, k := range append(first, rest...) {
+				got = append(got, k.ID)
+				if !bytes.Equal(k.SecretHash, []byte(k.ID)) || !slices.Equal(k.Scopes, []string{"read"}) {
+					t.Errorf("key %s lists as %+v", k.ID, k)
+				}
+			}
+			if want := []string{"ka", "kb", "kc", "kd"}; !slices.Equal(got, want) {
+				t.Errorf("KeyList pages = %v, want %v", got, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("KeyRevoke", func(t *testing.T) {
+		s := open(t)
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
+				return err
+			}
+			return tx.KeyCreate(&tessera.Key{ID: "key1", PrincipalID: "p1", Scopes: []string{"admin"}, CreatedAt: epoch, SecretHash: []byte("h")})
+		})
+		first := at(time.Minute)
+		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke("key1", first) })
+		// Revoking twice keeps the first revocation time.
+		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke("key1", at(time.Hour)) })
+		readTx(t, s, func(tx store.Tx) error {
+			k, _, err := tx.KeyLookup("key1")
+			if err != nil {
+				return err
+			}
+			if k.RevokedAt == nil || !k.RevokedAt.Equal(first) {
+				t.Errorf("revoked_at = %v, want %v", k.RevokedAt, first)
+			}
+			if k.Live(at(30 * time.Second)) {
+				t.Errorf("a revoked key is live")
+			}
+			return nil
+		})
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyRevoke("nokey", first) })
+		wantErr(t, "revoke of a missing key", err, store.ErrNotFound)
+	})
+
+	t.Run("NamespaceEnsureReportsNewOnce", func(t *testing.T) {
+		s := open(t)
+		ensure := func(name string, now time.Time) bool {
+			t.Helper()
+			var isNew bool
+			writeTx(t, s, func(tx store.Tx) (err error) {
+				isNew, err = tx.NamespaceEnsure(name, now)
+				return err
+			})
+			return isNew
+		}
+		if !ensure("build-farm", epoch) {
+			t.Errorf("first ensure of build-farm: not new")
+		}
+		if ensure("build-farm", at(time.Hour)) {
+			t.Errorf("second ensure of build-farm: new again")
+		}
+		if !ensure("main", at(time.Minute)) {
+			t.Errorf("first ensure of main: not new")
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.NamespaceList()
+			if err != nil {
+				return err
+			}
+			slices.SortFunc(got, func(a, b store.Namespace) int { return strings.Compare(a.Name, b.Name) })
+			want := []store.Namespace{{Name: "build-farm", CreatedAt: epoch}, {Name: "main", CreatedAt: at(time.Minute)}}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("NamespaceList = %+v, want %+v (the first ensure's time is kept)", got, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("NamespaceListEmpty", func(t *testing.T) {
+		s := open(t)
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.NamespaceList()
+			if err != nil {
+				return err
+			}
+			if len(got) != 0 {
+				t.Errorf("a fresh store lists namespaces %+v", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("IdempotencyPutGet", func(t *testing.T) {
+		s := open(t)
+		e := &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "enqueue", Key: "k-1",
+			RequestHash: []byte{9, 8, 7}, Response: []byte(`{"id":"T1"}`), CreatedAt: epoch}
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(e) })
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.IdempotencyGet("main", "p1", "enqueue", "k-1")
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(got, e) {
+				t.Errorf("get:\n got %+v\nwant %+v", got, e)
+			}
+			// Each part of the identity separates entries.
+			for _, miss := range [][4]string{
+				{"other", "p1", "enqueue", "k-1"},
+				{"main", "p2", "enqueue", "k-1"},
+				{"main", "p1", "submit:T1", "k-1"},
+				{"main", "p1", "enqueue", "k-2"},
+			} {
+				_, err := tx.IdempotencyGet(miss[0], miss[1], miss[2], miss[3])
+				wantErr(t, "get "+miss[0]+"/"+miss[1]+"/"+miss[2]+"/"+miss[3], err, store.ErrNotFound)
+			}
+			return nil
+		})
+
+		again := *e
+		again.Response = []byte(`{"id":"T2"}`)
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.IdempotencyPut(&again) })
+		wantErr(t, "second put of the same key", err, store.ErrConflict)
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.IdempotencyGet("main", "p1", "enqueue", "k-1")
+			if err != nil {
+				return err
+			}
+			if string(got.Response) != `{"id":"T1"}` {
+				t.Errorf("after a conflicting put the response is %s", got.Response)
+			}
+			return nil
+		})
+
+		other := *e
+		other.Route = "submit:T1"
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(&other) })
+	})
+}

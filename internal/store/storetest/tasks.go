@@ -1,5 +1,627 @@
 package storetest
 
-import "testing"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
 
-func testTasks(t *testing.T, open Opener) {}
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// testTasks covers tasks, runs, task events and the transaction contract.
+func testTasks(t *testing.T, open Opener) {
+	t.Run("TaskRoundTrip", func(t *testing.T) {
+		s := open(t)
+		full := &tessera.Task{
+			Namespace: "build-farm", ID: "01FULL", Queue: "gpu.large:v2", Title: "Tïtle ✓", Brief: "line 1\nline 2",
+			Payload: json.RawMessage(`{"doc":"r-17","n":[1,2,3]}`), Labels: []string{"a", "b-2"},
+			Priority: -7, Public: true, MaxAttempts: 5, Attempts: 2, State: tessera.StateLeased,
+			RunAt: at(-time.Second), CreatedBy: "p-producer", CreatedAt: at(-time.Hour), UpdatedAt: at(-time.Minute),
+			CancelRequested: true, Result: json.RawMessage(`{"partial":true}`), Error: "last try failed",
+			Progress: json.RawMessage(`{"pct":50}`),
+			Lease: &tessera.Lease{TaskID: "01FULL", RunID: "01RUN", Holder: "p-worker", ExpiresAt: at(time.Minute),
+				Seconds: 120, TokenHash: []byte{0xde, 0xad, 0xbe, 0xef}},
+		}
+		bare := &tessera.Task{
+			Namespace: "main", ID: "01BARE", Queue: "default", Title: "t", Labels: []string{},
+			MaxAttempts: 1, State: tessera.StateReady, RunAt: epoch, CreatedBy: "p", CreatedAt: epoch, UpdatedAt: epoch,
+		}
+		insertTasks(t, s, full, bare)
+		readTx(t, s, func(tx store.Tx) error {
+			for _, want := range []*tessera.Task{full, bare} {
+				got, err := tx.TaskGet(want.Namespace, want.ID)
+				if err != nil {
+					t.Fatalf("get %s: %v", want.ID, err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("get %s:\n got %+v\nwant %+v", want.ID, got, want)
+				}
+			}
+			got, err := tx.TaskGet("main", "01BARE")
+			if err != nil {
+				return err
+			}
+			// A nil payload, result and progress stay nil: not "null", not "".
+			if got.Payload != nil || got.Result != nil || got.Progress != nil || got.Lease != nil {
+				t.Errorf("bare task reads back payload %q result %q progress %q lease %v",
+					got.Payload, got.Result, got.Progress, got.Lease)
+			}
+			return nil
+		})
+	})
+
+	t.Run("TaskInsertTwiceConflicts", func(t *testing.T) {
+		s := open(t)
+		task := taskFixture("01A", taskOpts{})
+		insertTasks(t, s, task)
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(task) })
+		wantErr(t, "second insert", err, store.ErrConflict)
+		// The same id in another namespace is another task.
+		insertTasks(t, s, taskFixture("01A", taskOpts{ns: "other"}))
+	})
+
+	t.Run("TaskUpdateWritesMutableFields", func(t *testing.T) {
+		s := open(t)
+		orig := taskFixture("01A", taskOpts{})
+		insertTasks(t, s, orig)
+
+		// Lease it: every mutable field changes.
+		leased := *orig
+		leased.State = tessera.StateLeased
+		leased.Attempts = 1
+		leased.RunAt = at(time.Second)
+		leased.UpdatedAt = epoch
+		leased.CancelRequested = true
+		leased.Result = json.RawMessage(`{"r":1}`)
+		leased.Error = "boom"
+		leased.Progress = json.RawMessage(`{"pct":10}`)
+		leased.Lease = &tessera.Lease{TaskID: "01A", RunID: "run1", Holder: "p-w", ExpiresAt: at(time.Minute), Seconds: 60, TokenHash: []byte("tok")}
+		// Immutable fields given to an update are not written.
+		sneaky := leased
+		sneaky.Title, sneaky.Queue, sneaky.Priority, sneaky.CreatedBy = "changed", "other", 99, "someone"
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(&sneaky) })
+		get := func() *tessera.Task {
+			t.Helper()
+			var got *tessera.Task
+			readTx(t, s, func(tx store.Tx) (err error) {
+				got, err = tx.TaskGet("main", "01A")
+				return err
+			})
+			return got
+		}
+		if got := get(); !reflect.DeepEqual(got, &leased) {
+			t.Errorf("after leasing update:\n got %+v\nwant %+v", got, &leased)
+		}
+
+		// End the lease: the lease and the JSON fields clear to nil.
+		done := leased
+		done.State = tessera.StateSucceeded
+		done.Lease = nil
+		done.Result, done.Progress, done.Error = nil, nil, ""
+		done.CancelRequested = false
+		done.UpdatedAt = at(time.Minute)
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(&done) })
+		if got := get(); !reflect.DeepEqual(got, &done) {
+			t.Errorf("after ending update:\n got %+v\nwant %+v", got, &done)
+		}
+	})
+
+	t.Run("TaskMissingIsNotFound", func(t *testing.T) {
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{ns: "a"}))
+		readTx(t, s, func(tx store.Tx) error {
+			_, err := tx.TaskGet("a", "01B")
+			wantErr(t, "get of a missing id", err, store.ErrNotFound)
+			_, err = tx.TaskGet("b", "01A")
+			wantErr(t, "get from another namespace", err, store.ErrNotFound)
+			_, err = tx.TaskNextReady("a", "empty", epoch)
+			wantErr(t, "next ready of an empty queue", err, store.ErrNotFound)
+			return nil
+		})
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskUpdate(taskFixture("01A", taskOpts{ns: "b"})) })
+		wantErr(t, "update in another namespace", err, store.ErrNotFound)
+	})
+
+	t.Run("TaskNextReadyOrder", func(t *testing.T) {
+		s := open(t)
+		q := taskOpts{queue: "q"}
+		with := func(o taskOpts, f func(*taskOpts)) taskOpts { f(&o); return o }
+		insertTasks(t, s,
+			taskFixture("01A", with(q, func(o *taskOpts) { o.priority = 0; o.runAt = at(-3 * time.Second) })),
+			taskFixture("01B", with(q, func(o *taskOpts) { o.priority = 5; o.runAt = at(-1 * time.Second) })),
+			taskFixture("01D", with(q, func(o *taskOpts) { o.priority = 5; o.runAt = at(-2 * time.Second) })),
+			taskFixture("01C", with(q, func(o *taskOpts) { o.priority = 5; o.runAt = at(-2 * time.Second) })),
+			taskFixture("01E", with(q, func(o *taskOpts) { o.priority = -5; o.runAt = epoch })),
+			// Never claimable at epoch: a future run_at, not ready, another
+			// queue, another namespace.
+			taskFixture("01F", with(q, func(o *taskOpts) { o.priority = 9; o.runAt = at(time.Millisecond) })),
+			taskFixture("01G", with(q, func(o *taskOpts) {
+				o.priority, o.state, o.lease = 9, tessera.StateLeased, leaseFixture(at(time.Hour))
+			})),
+			taskFixture("01H", with(q, func(o *taskOpts) { o.priority = 9; o.state = tessera.StatePaused })),
+			taskFixture("01I", with(q, func(o *taskOpts) { o.priority = 9; o.state = tessera.StateDead })),
+			taskFixture("01J", taskOpts{queue: "other", priority: 9}),
+			taskFixture("01K", taskOpts{ns: "elsewhere", queue: "q", priority: 9}),
+		)
+		// Claim one by one, taking each out of ready as a claim would.
+		var order []string
+		for range 20 {
+			var next *tessera.Task
+			err := s.Update(t.Context(), func(tx store.Tx) (err error) {
+				if next, err = tx.TaskNextReady("main", "q", epoch); err != nil {
+					return err
+				}
+				next.State = tessera.StateLeased
+				next.Lease = leaseFixture(at(time.Hour))
+				next.Lease.TaskID = next.ID
+				return tx.TaskUpdate(next)
+			})
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, next.ID)
+		}
+		// Priority first, then the oldest run_at, then id; run_at == now
+		// has come.
+		if want := []string{"01C", "01D", "01B", "01A", "01E"}; !slices.Equal(order, want) {
+			t.Fatalf("claim order = %v, want %v", order, want)
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.TaskNextReady("main", "q", at(time.Millisecond))
+			if err != nil {
+				return err
+			}
+			if got.ID != "01F" {
+				t.Errorf("once its run_at came, next ready = %s, want 01F", got.ID)
+			}
+			if !reflect.DeepEqual(got, taskFixture("01F", with(q, func(o *taskOpts) { o.priority = 9; o.runAt = at(time.Millisecond) }))) {
+				t.Errorf("next ready returns a different task than was stored: %+v", got)
+			}
+			return nil
+		})
+	})
+
+	t.Run("TaskLapsed", func(t *testing.T) {
+		s := open(t)
+		leased := func(id string, o taskOpts, exp time.Time) *tessera.Task {
+			o.state, o.lease = tessera.StateLeased, leaseFixture(exp)
+			return taskFixture(id, o)
+		}
+		q := taskOpts{queue: "q"}
+		insertTasks(t, s,
+			leased("01A", q, at(-time.Minute)),
+			leased("01B", q, epoch), // a lease is live strictly before expires_at
+			leased("01C", q, at(time.Millisecond)),
+			leased("01D", taskOpts{queue: "other"}, at(-time.Minute)),
+			leased("01E", taskOpts{ns: "elsewhere", queue: "q"}, at(-time.Minute)),
+			taskFixture("01F", taskOpts{queue: "q", runAt: at(-time.Hour)}),
+		)
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.TaskLapsed("main", "q", epoch, 10)
+			if err != nil {
+				return err
+			}
+			gotIDs := ids(got)
+			slices.Sort(gotIDs)
+			if want := []string{"01A", "01B"}; !slices.Equal(gotIDs, want) {
+				t.Errorf("lapsed = %v, want %v", gotIDs, want)
+			}
+			for _, task := range got {
+				if task.Lease == nil || task.Lease.TaskID != task.ID {
+					t.Errorf("lapsed task %s comes without its lease: %+v", task.ID, task.Lease)
+				}
+			}
+			one, err := tx.TaskLapsed("main", "q", epoch, 1)
+			if err != nil {
+				return err
+			}
+			if len(one) != 1 {
+				t.Errorf("lapsed with limit 1 returned %d tasks", len(one))
+			}
+			none, err := tx.TaskLapsed("main", "q", at(-2*time.Minute), 10)
+			if err != nil {
+				return err
+			}
+			if len(none) != 0 {
+				t.Errorf("lapsed before any expiry = %v", ids(none))
+			}
+			return nil
+		})
+	})
+
+	t.Run("TaskCounts", func(t *testing.T) {
+		s := open(t)
+		insertTasks(t, s,
+			taskFixture("01A", taskOpts{queue: "a"}),
+			taskFixture("01B", taskOpts{queue: "a", runAt: epoch}),
+			taskFixture("01C", taskOpts{queue: "a", runAt: at(time.Minute)}),
+			taskFixture("01D", taskOpts{queue: "a", state: tessera.StateLeased, lease: leaseFixture(at(time.Hour))}),
+			taskFixture("01E", taskOpts{queue: "a", state: tessera.StateSucceeded}),
+			taskFixture("01F", taskOpts{queue: "b", state: tessera.StatePaused}),
+			taskFixture("01G", taskOpts{queue: "b", state: tessera.StateDead}),
+			taskFixture("01H", taskOpts{queue: "b", state: tessera.StateCanceled}),
+			taskFixture("01I", taskOpts{queue: "b", runAt: at(time.Hour)}),
+			taskFixture("01J", taskOpts{ns: "elsewhere", queue: "a"}),
+		)
+		counts := func(now time.Time) map[string]map[string]int {
+			t.Helper()
+			out := map[string]map[string]int{}
+			readTx(t, s, func(tx store.Tx) error {
+				qc, err := tx.TaskCounts("main", now)
+				if err != nil {
+					return err
+				}
+				for _, c := range qc {
+					if out[c.Queue] == nil {
+						out[c.Queue] = map[string]int{}
+					}
+					if _, dup := out[c.Queue][c.State]; dup || c.Count <= 0 {
+						t.Errorf("counts row %+v is repeated or empty", c)
+					}
+					out[c.Queue][c.State] = c.Count
+				}
+				return nil
+			})
+			return out
+		}
+		want := map[string]map[string]int{
+			"a": {tessera.StateReady: 2, tessera.StateScheduled: 1, tessera.StateLeased: 1, tessera.StateSucceeded: 1},
+			"b": {tessera.StatePaused: 1, tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateScheduled: 1},
+		}
+		if got := counts(epoch); !reflect.DeepEqual(got, want) {
+			t.Errorf("counts at epoch = %v, want %v", got, want)
+		}
+		// Once run_at passes, scheduled becomes ready with nothing written.
+		want["a"] = map[string]int{tessera.StateReady: 3, tessera.StateLeased: 1, tessera.StateSucceeded: 1}
+		want["b"] = map[string]int{tessera.StatePaused: 1, tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateReady: 1}
+		if got := counts(at(2 * time.Hour)); !reflect.DeepEqual(got, want) {
+			t.Errorf("counts two hours later = %v, want %v", got, want)
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			qc, err := tx.TaskCounts("never-written", epoch)
+			if err != nil {
+				return err
+			}
+			if len(qc) != 0 {
+				t.Errorf("counts of an empty namespace = %+v", qc)
+			}
+			return nil
+		})
+	})
+
+	t.Run("TaskList", func(t *testing.T) {
+		s := open(t)
+		insertTasks(t, s,
+			taskFixture("01A", taskOpts{queue: "q1", labels: []string{"red"}}),
+			taskFixture("01B", taskOpts{queue: "q2", labels: []string{"red", "blue"}}),
+			taskFixture("01C", taskOpts{queue: "q1", runAt: at(time.Hour)}),
+			taskFixture("01D", taskOpts{queue: "q1", state: tessera.StateLeased, lease: leaseFixture(at(time.Hour)), labels: []string{"blue"}}),
+			taskFixture("01E", taskOpts{queue: "q2", state: tessera.StateSucceeded}),
+			taskFixture("01F", taskOpts{queue: "q1", labels: []string{"reddish"}}),
+			taskFixture("01G", taskOpts{ns: "elsewhere", queue: "q1", labels: []string{"red"}}),
+		)
+		cases := []struct {
+			name string
+			f    store.TaskFilter
+			want []string
+		}{
+			{"all, newest first", store.TaskFilter{}, []string{"01F", "01E", "01D", "01C", "01B", "01A"}},
+			{"limit", store.TaskFilter{Limit: 2}, []string{"01F", "01E"}},
+			{"before cursor", store.TaskFilter{Before: "01E", Limit: 2}, []string{"01D", "01C"}},
+			{"before the oldest", store.TaskFilter{Before: "01A"}, nil},
+			{"ready", store.TaskFilter{State: tessera.StateReady}, []string{"01F", "01B", "01A"}},
+			{"scheduled", store.TaskFilter{State: tessera.StateScheduled}, []string{"01C"}},
+			{"scheduled once run_at passed", store.TaskFilter{State: tessera.StateScheduled, Now: at(2 * time.Hour)}, nil},
+			{"ready once run_at passed", store.TaskFilter{State: tessera.StateReady, Now: at(2 * time.Hour)}, []string{"01F", "01C", "01B", "01A"}},
+			{"leased", store.TaskFilter{State: tessera.StateLeased}, []string{"01D"}},
+			{"succeeded", store.TaskFilter{State: tessera.StateSucceeded}, []string{"01E"}},
+			{"paused", store.TaskFilter{State: tessera.StatePaused}, nil},
+			{"queue", store.TaskFilter{Queue: "q2"}, []string{"01E", "01B"}},
+			{"label, whole labels only", store.TaskFilter{Label: "red"}, []string{"01B", "01A"}},
+			{"label and queue", store.TaskFilter{Label: "blue", Queue: "q1"}, []string{"01D"}},
+			{"state, queue, cursor and limit", store.TaskFilter{State: tessera.StateReady, Queue: "q1", Before: "01F", Limit: 5}, []string{"01A"}},
+		}
+		for _, tc := range cases {
+			f := tc.f
+			if f.Limit == 0 {
+				f.Limit = 100
+			}
+			if f.Now.IsZero() {
+				f.Now = epoch
+			}
+			readTx(t, s, func(tx store.Tx) error {
+				got, err := tx.TaskList("main", f)
+				if err != nil {
+					return err
+				}
+				if !slices.Equal(ids(got), tc.want) {
+					t.Errorf("%s: TaskList(%+v) = %v, want %v", tc.name, f, ids(got), tc.want)
+				}
+				return nil
+			})
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.TaskList("main", store.TaskFilter{Queue: "q2", Limit: 1, Now: epoch})
+			if err != nil {
+				return err
+			}
+			if want := taskFixture("01E", taskOpts{queue: "q2", state: tessera.StateSucceeded}); len(got) != 1 || !reflect.DeepEqual(&got[0], want) {
+				t.Errorf("listed task differs from the stored one:\n got %+v\nwant %+v", got, want)
+			}
+			return nil
+		})
+	})
+
+	t.Run("Runs", func(t *testing.T) {
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{}), taskFixture("01B", taskOpts{}))
+		r1 := &tessera.Run{ID: "01R1", TaskID: "01A", Holder: "p-w1", Attempt: 1, StartedAt: epoch}
+		r2 := &tessera.Run{ID: "01R2", TaskID: "01A", Holder: "p-w2", Attempt: 2, StartedAt: at(time.Minute)}
+		rOther := &tessera.Run{ID: "01R3", TaskID: "01B", Holder: "p-w1", Attempt: 1, StartedAt: epoch}
+		writeTx(t, s, func(tx store.Tx) error {
+			// Inserted out of order: runs list by run id.
+			for _, r := range []*tessera.Run{r2, r1, rOther} {
+				if err := tx.RunInsert("main", r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		ended := *r1
+		ended.EndedAt, ended.Outcome, ended.Error = ptr(at(30*time.Second)), tessera.OutcomeFailed, "it broke"
+		// RunEnd writes the ending only.
+		end := ended
+		end.Holder, end.Attempt = "someone else", 7
+		writeTx(t, s, func(tx store.Tx) error { return tx.RunEnd("main", &end) })
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.RunList("main", "01A")
+			if err != nil {
+				return err
+			}
+			if want := []tessera.Run{ended, *r2}; !reflect.DeepEqual(got, want) {
+				t.Errorf("runs of 01A:\n got %+v\nwant %+v", got, want)
+			}
+			none, err := tx.RunList("elsewhere", "01A")
+			if err != nil {
+				return err
+			}
+			if len(none) != 0 {
+				t.Errorf("runs listed from another namespace: %+v", none)
+			}
+			return nil
+		})
+		err := s.Update(t.Context(), func(tx store.Tx) error {
+			return tx.RunEnd("main", &tessera.Run{ID: "01NONE", TaskID: "01A", EndedAt: ptr(epoch), Outcome: tessera.OutcomeLapsed})
+		})
+		wantErr(t, "end of a missing run", err, store.ErrNotFound)
+		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.RunInsert("main", r1) })
+		wantErr(t, "second insert of a run", err, store.ErrConflict)
+	})
+
+	t.Run("TaskEventSequencePerTask", func(t *testing.T) {
+		s := open(t)
+		type appended struct {
+			ns, task string
+			seq      int64
+		}
+		var got []appended
+		for i, a := range []struct{ ns, task string }{
+			{"main", "01A"}, {"main", "01A"}, {"main", "01B"}, {"other", "01A"}, {"main", "01A"}, {"main", "01B"},
+		} {
+			writeTx(t, s, func(tx store.Tx) error {
+				e := &tessera.TaskEvent{Kind: tessera.EventNote, Body: "note", By: "p", Time: epoch.Add(time.Duration(i) * time.Second)}
+				if err := tx.TaskEventAppend(a.ns, a.task, e); err != nil {
+					return err
+				}
+				got = append(got, appended{a.ns, a.task, e.Seq})
+				return nil
+			})
+		}
+		want := []appended{
+			{"main", "01A", 1}, {"main", "01A", 2}, {"main", "01B", 1}, {"other", "01A", 1}, {"main", "01A", 3}, {"main", "01B", 2},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("sequence numbers = %v, want %v", got, want)
+		}
+		// Several appends in one transaction keep counting.
+		writeTx(t, s, func(tx store.Tx) error {
+			for want := int64(4); want <= 5; want++ {
+				e := &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: "p", Time: epoch}
+				if err := tx.TaskEventAppend("main", "01A", e); err != nil {
+					return err
+				}
+				if e.Seq != want {
+					t.Errorf("append in one transaction: seq %d, want %d", e.Seq, want)
+				}
+			}
+			return nil
+		})
+		readTx(t, s, func(tx store.Tx) error {
+			evs, err := tx.TaskEventList("main", "01A", 1, 2)
+			if err != nil {
+				return err
+			}
+			want := []tessera.TaskEvent{
+				{Seq: 2, Kind: tessera.EventNote, Body: "note", By: "p", Time: at(time.Second)},
+				{Seq: 3, Kind: tessera.EventNote, Body: "note", By: "p", Time: at(4 * time.Second)},
+			}
+			if !reflect.DeepEqual(evs, want) {
+				t.Errorf("events after 1, limit 2:\n got %+v\nwant %+v", evs, want)
+			}
+			rest, err := tx.TaskEventList("main", "01A", 3, 100)
+			if err != nil {
+				return err
+			}
+			if len(rest) != 2 || rest[0].Seq != 4 || rest[1].Seq != 5 || rest[0].Body != "" {
+				t.Errorf("events after 3 = %+v", rest)
+			}
+			none, err := tx.TaskEventList("main", "01A", 5, 100)
+			if err != nil {
+				return err
+			}
+			if len(none) != 0 {
+				t.Errorf("events after the last = %+v", none)
+			}
+			return nil
+		})
+	})
+
+	t.Run("UpdateErrorRollsBackEverything", func(t *testing.T) {
+		s := open(t)
+		insertTasks(t, s, taskFixture("01KEEP", taskOpts{}))
+		boom := errors.New("boom")
+		err := s.Update(t.Context(), func(tx store.Tx) error {
+			steps := []func() error{
+				func() error { return tx.TaskInsert(taskFixture("01NEW", taskOpts{})) },
+				func() error {
+					keep := taskFixture("01KEEP", taskOpts{state: tessera.StateDead})
+					return tx.TaskUpdate(keep)
+				},
+				func() error {
+					return tx.RunInsert("main", &tessera.Run{ID: "01R", TaskID: "01KEEP", Holder: "p", Attempt: 1, StartedAt: epoch})
+				},
+				func() error {
+					return tx.TaskEventAppend("main", "01KEEP", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
+				},
+				func() error {
+					return tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
+				},
+				func() error { _, err := tx.NamespaceEnsure("fresh", epoch); return err },
+				func() error {
+					return tx.IdempotencyPut(&store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "r", Key: "k",
+						RequestHash: []byte{1}, Response: []byte("{}"), CreatedAt: epoch})
+				},
+			}
+			for i, step := range steps {
+				if err := step(); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Update returned %v, want fn's error", err)
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			if _, err := tx.TaskGet("main", "01NEW"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("inserted task survived the rollback: %v", err)
+			}
+			if keep, err := tx.TaskGet("main", "01KEEP"); err != nil || keep.State != tessera.StateReady {
+				t.Errorf("updated task after rollback: %+v, %v", keep, err)
+			}
+			if runs, err := tx.RunList("main", "01KEEP"); err != nil || len(runs) != 0 {
+				t.Errorf("runs after rollback: %+v, %v", runs, err)
+			}
+			if evs, err := tx.TaskEventList("main", "01KEEP", 0, 10); err != nil || len(evs) != 0 {
+				t.Errorf("events after rollback: %+v, %v", evs, err)
+			}
+			if any, err := tx.PrincipalAny(); err != nil || any {
+				t.Errorf("principal survived the rollback: %v, %v", any, err)
+			}
+			if nss, err := tx.NamespaceList(); err != nil || len(nss) != 0 {
+				t.Errorf("namespaces after rollback: %+v, %v", nss, err)
+			}
+			if _, err := tx.IdempotencyGet("main", "p1", "r", "k"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("idempotency entry survived the rollback: %v", err)
+			}
+			return nil
+		})
+		// The sequence of a rolled-back event is handed out again.
+		writeTx(t, s, func(tx store.Tx) error {
+			e := &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch}
+			if err := tx.TaskEventAppend("main", "01KEEP", e); err != nil {
+				return err
+			}
+			if e.Seq != 1 {
+				t.Errorf("first committed event has seq %d, want 1", e.Seq)
+			}
+			return nil
+		})
+	})
+
+	t.Run("UpdatePanicRollsBack", func(t *testing.T) {
+		s := open(t)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("the panic did not reach the caller")
+				}
+			}()
+			_ = s.Update(t.Context(), func(tx store.Tx) error {
+				if err := tx.TaskInsert(taskFixture("01P", taskOpts{})); err != nil {
+					return err
+				}
+				panic("in the middle of a transaction")
+			})
+		}()
+		readTx(t, s, func(tx store.Tx) error {
+			if _, err := tx.TaskGet("main", "01P"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("task inserted before a panic survived: %v", err)
+			}
+			return nil
+		})
+		// The store is still usable.
+		insertTasks(t, s, taskFixture("01Q", taskOpts{}))
+	})
+
+	t.Run("ViewIsReadOnly", func(t *testing.T) {
+		s := open(t)
+		err := s.View(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(taskFixture("01V", taskOpts{})) })
+		if err == nil {
+			t.Errorf("an insert inside View succeeded")
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			if _, err := tx.TaskGet("main", "01V"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("a write inside View is visible: %v", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("ViewDoesNotSeeUncommitted", func(t *testing.T) {
+		s := open(t)
+		inserted := make(chan struct{})
+		finish := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Update(context.Background(), func(tx store.Tx) error {
+				if err := tx.TaskInsert(taskFixture("01U", taskOpts{})); err != nil {
+					return err
+				}
+				close(inserted)
+				<-finish
+				return nil
+			})
+		}()
+		select {
+		case <-inserted:
+		case err := <-done:
+			t.Fatalf("update ended early: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := s.View(ctx, func(tx store.Tx) error {
+			_, err := tx.TaskGet("main", "01U")
+			return err
+		})
+		cancel()
+		close(finish)
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("View during an open Update: err = %v, want ErrNotFound", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			_, err := tx.TaskGet("main", "01U")
+			return err
+		})
+	})
+}

@@ -1,0 +1,196 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// decodeSeeds are bodies worth starting from: valid bodies of the three
+// busiest routes, and the shapes §5 says must be refused cleanly.
+var decodeSeeds = []string{
+	// valid
+	``,
+	`   `,
+	`{}`,
+	`{"title":"summarize the report","payload":{"doc":"r-17"}}`,
+	`{"queue":"gpu.large:v2","title":"t","brief":"b","payload":[1,"two",{"3":null}],"labels":["a","b"],"priority":-5,"public":true,"max_attempts":3,"run_at":"2030-01-01T00:00:00.123Z"}`,
+	`{"queue":"default","lease_seconds":60,"wait_seconds":20}`,
+	`{"lease_token":"tok","outcome":"succeeded","result":{"summary":"…"}}`,
+	`{"lease_token":"tok","outcome":"failed","error":"it broke"}`,
+	"\n{\"title\" : \"spaced\"}\n",
+	// unicode
+	`{"title":"Tïtle ✓ 日本語 🚀"}`,
+	`{"title":"\u00e9\u0000\ud83d\ude80"}`,
+	`{"title":"\ud800 lone surrogate"}`,
+	`{"tïtle":"unknown field with unicode"}`,
+	"{\"title\":\"\xff\xfe not UTF-8\"}",
+	"\xef\xbb\xbf{}",
+	// numbers
+	`{"priority":1e400}`,
+	`{"priority":99999999999999999999999999999}`,
+	`{"priority":-9223372036854775809}`,
+	`{"priority":1.5}`,
+	`{"lease_seconds":-1e308,"wait_seconds":1e-400}`,
+	`{"max_attempts":null}`,
+	`{"payload":123456789012345678901234567890e99999}`,
+	// nesting
+	`{"payload":` + strings.Repeat(`[`, 31) + strings.Repeat(`]`, 31) + `}`,
+	`{"payload":` + strings.Repeat(`[`, 32) + strings.Repeat(`]`, 32) + `}`,
+	`{"payload":` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40) + `}`,
+	strings.Repeat(`[`, 10000),
+	strings.Repeat(`]`, 100) + `{}`,
+	`{"payload":"` + strings.Repeat(`[`, 100) + `"}`,
+	`{"payload":"\"[[[[[\\"}`,
+	// wrong shapes
+	`null`,
+	`[]`,
+	`"a string"`,
+	`42`,
+	`{"title":1}`,
+	`{"labels":"a"}`,
+	`{"labels":[1,2]}`,
+	`{"public":"yes"}`,
+	`{"run_at":"tomorrow"}`,
+	`{"run_at":12}`,
+	`{"result":}`,
+	`{"title":"a"} {"title":"b"}`,
+	`{"title":"a"}x`,
+	`{"title":"a",}`,
+	`{"title":"a"`,
+	`{"title":"a","title":"b"}`,
+	`{"TITLE":"case"}`,
+	`{"nope":1}`,
+}
+
+// FuzzDecodeJSON checks the request decoder of §5: no input panics it, every
+// refusal is invalid_request, and what it accepts is one valid JSON value
+// nested at most MaxJSONDepth deep.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		targets := []struct {
+			name string
+			dst  func() any
+		}{
+			{"EnqueueParams", func() any { return &core.EnqueueParams{} }},
+			{"ClaimParams", func() any { return &core.ClaimParams{} }},
+			{"SubmitParams", func() any { return &core.SubmitParams{} }},
+		}
+		for _, tg := range targets {
+			err := httpapi.DecodeJSON(body, tg.dst())
+			if err != nil {
+				var e *tessera.Error
+				if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
+					t.Fatalf("%s: DecodeJSON(%q) = %#v, want a *tessera.Error with code invalid_request", tg.name, body, err)
+				}
+				continue
+			}
+			if len(bytes.TrimSpace(body)) == 0 {
+				continue // an empty body is {}
+			}
+			if !json.Valid(body) {
+				t.Fatalf("%s: DecodeJSON accepted invalid JSON %q", tg.name, body)
+			}
+			if d := jsonNesting(t, body); d > httpapi.MaxJSONDepth {
+				t.Fatalf("%s: DecodeJSON accepted %q nested %d deep", tg.name, body, d)
+			}
+		}
+	})
+}
+
+// jsonNesting is the nesting depth of a valid JSON value, by the standard
+// tokenizer rather than the byte scan the server uses.
+func jsonNesting(t *testing.T, body []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // numbers beyond float64 are valid JSON
+	d, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return deepest
+		}
+		if err != nil {
+			t.Fatalf("tokenize %q: %v", body, err)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			d++
+			deepest = max(deepest, d)
+		case json.Delim('}'), json.Delim(']'):
+			d--
+		}
+	}
+}
+
+// TestDecodeJSON is the table version of the fuzz target's rules: what the
+// three busiest routes accept, and that every refusal is invalid_request,
+// naming the field when one is at fault.
+func TestDecodeJSON(t *testing.T) {
+	enqueue := func() any { return &core.EnqueueParams{} }
+	claim := func() any { return &core.ClaimParams{} }
+	submit := func() any { return &core.SubmitParams{} }
+	cases := []struct {
+		name  string
+		dst   func() any
+		body  string
+		ok    bool
+		field string // for a refusal, the field it names ("" = none)
+	}{
+		{"empty body is {}", claim, ``, true, ""},
+		{"blank body is {}", claim, " \n\t", true, ""},
+		{"enqueue", enqueue, decodeSeeds[4], true, ""},
+		{"claim", claim, `{"queue":"default","lease_seconds":60,"wait_seconds":20}`, true, ""},
+		{"submit", submit, `{"lease_token":"tok","outcome":"succeeded","result":{"summary":"…"}}`, true, ""},
+		{"unicode and escapes", enqueue, `{"title":"Tïtle ✓ 🚀 \u00e9\u0000\ud83d\ude80"}`, true, ""},
+		{"depth 32 in a payload", enqueue, `{"payload":` + strings.Repeat(`[`, 31) + strings.Repeat(`]`, 31) + `}`, true, ""},
+		{"brackets inside a string", enqueue, `{"payload":"` + strings.Repeat(`[`, 100) + `\"["}`, true, ""},
+
+		{"depth 33", enqueue, `{"payload":` + strings.Repeat(`[`, 32) + strings.Repeat(`]`, 32) + `}`, false, ""},
+		{"unclosed depth", claim, strings.Repeat(`[`, 10000), false, ""},
+		{"invalid UTF-8", enqueue, "{\"title\":\"\xff\"}", false, ""},
+		{"byte order mark", claim, "\xef\xbb\xbf{}", false, ""},
+		{"unknown field", claim, `{"queue":"q","nope":1}`, false, "nope"},
+		{"field of another route", claim, `{"title":"t"}`, false, "title"},
+		{"string for a number", claim, `{"lease_seconds":"60"}`, false, "lease_seconds"},
+		{"number too big for int", enqueue, `{"title":"t","priority":1e400}`, false, "priority"},
+		{"integer overflow", enqueue, `{"title":"t","priority":99999999999999999999999}`, false, "priority"},
+		{"fraction for an int", claim, `{"wait_seconds":1.5}`, false, "wait_seconds"},
+		{"number for a list", enqueue, `{"labels":"a"}`, false, "labels"},
+		{"bad timestamp", enqueue, `{"run_at":"tomorrow"}`, false, ""},
+		{"number for a timestamp", enqueue, `{"run_at":12}`, false, ""},
+		{"array body", submit, `[]`, false, ""},
+		{"string body", submit, `"x"`, false, ""},
+		{"two values", submit, `{} {}`, false, ""},
+		{"trailing garbage", submit, `{}x`, false, ""},
+		{"trailing comma", submit, `{"outcome":"failed",}`, false, ""},
+		{"truncated", submit, `{"outcome":"fai`, false, ""},
+		{"missing value", submit, `{"result":}`, false, ""},
+	}
+	for _, tc := range cases {
+		err := httpapi.DecodeJSON([]byte(tc.body), tc.dst())
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%s: DecodeJSON(%.60q) = %v, want success", tc.name, tc.body, err)
+			}
+			continue
+		}
+		var e *tessera.Error
+		if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
+			t.Errorf("%s: DecodeJSON(%.60q) = %v, want invalid_request", tc.name, tc.body, err)
+			continue
+		}
+		if tc.field != "" && e.Field != tc.field {
+			t.Errorf("%s: refusal names field %q, want %q (%v)", tc.name, e.Field, tc.field, e)
+		}
+	}
+}

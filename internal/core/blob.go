@@ -1,0 +1,584 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"mime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Blob bounds (SPEC §5, §7).
+const (
+	DefaultMaxBlobBytes = 32 << 20
+	// UploadTTL is how long a declared upload waits for its commit.
+	UploadTTL         = time.Hour
+	MaxContentTypeLen = 255
+	sweepBatch        = 500
+)
+
+// blobState is the service's part in blobs: the byte store, and locks that
+// keep a commit's "bytes in place, then metadata" apart from the sweep's
+// "no metadata, so remove the bytes" for the same blob.
+type blobState struct {
+	fs    *blobfs.FS
+	locks [64]sync.Mutex
+}
+
+// SetBlobs gives the service its blob byte store. Without one, blob routes
+// answer unavailable.
+func (s *Service) SetBlobs(b *blobfs.FS) { s.blob.fs = b }
+
+// Blobs returns the blob byte store (nil if none).
+func (s *Service) Blobs() *blobfs.FS { return s.blob.fs }
+
+// MaxBlobBytes is the largest blob upload accepted.
+func (s *Service) MaxBlobBytes() int64 {
+	if s.cfg.MaxBlobBytes > 0 {
+		return s.cfg.MaxBlobBytes
+	}
+	return DefaultMaxBlobBytes
+}
+
+func (s *Service) blobLock(ns, sum string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ns + "\x00" + sum))
+	return int(h.Sum32() % uint32(len(s.blob.locks)))
+}
+
+func (s *Service) blobStore() (*blobfs.FS, error) {
+	if s.blob.fs == nil {
+		return nil, tessera.Errorf(tessera.CodeUnavailable, "this server has no blob storage configured")
+	}
+	return s.blob.fs, nil
+}
+
+// ParseSum accepts a SHA-256 as 64 hex digits or as a ref "sha256:<hex>"
+// and returns the lowercase hex.
+func ParseSum(field, v string) (string, error) {
+	sum := strings.TrimPrefix(strings.ToLower(v), "sha256:")
+	if !blobfs.ValidSum(sum) {
+		return "", tessera.Invalid(field, "%s must be 64 hex digits, optionally prefixed sha256:", field)
+	}
+	return sum, nil
+}
+
+// DeclareBlobParams is the body of POST /v1/blobs.
+type DeclareBlobParams struct {
+	SHA256      string `json:"sha256"`
+	Size        *int64 `json:"size"`
+	ContentType string `json:"content_type,omitempty"`
+	// LeaseToken binds the blob to the run and task of that lease.
+	LeaseToken string `json:"lease_token,omitempty"`
+	// RawPolicy sets the namespace's raw-blob policy if this is its first
+	// upload; afterwards it must match (or be omitted).
+	RawPolicy string `json:"raw_policy,omitempty"`
+}
+
+// BlobDeclared answers a declaration: an upload to send the bytes to, or
+// the reference of bytes the namespace already holds.
+type BlobDeclared struct {
+	Exists    bool       `json:"exists"`
+	Ref       string     `json:"ref,omitempty"`
+	UploadID  string     `json:"upload_id,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	MaxBytes  int64      `json:"max_bytes,omitempty"`
+}
+
+func (s *Service) checkDeclare(p *DeclareBlobParams) (string, error) {
+	sum, err := ParseSum("sha256", p.SHA256)
+	if err != nil {
+		return "", err
+	}
+	if p.Size == nil || *p.Size < 0 || *p.Size > s.MaxBlobBytes() {
+		return "", tessera.Invalid("size", "size is required, 0–%d bytes", s.MaxBlobBytes())
+	}
+	if p.ContentType == "" {
+		p.ContentType = "application/octet-stream"
+	}
+	mt, params, err := mime.ParseMediaType(p.ContentType)
+	if err != nil || len(p.ContentType) > MaxContentTypeLen {
+		return "", tessera.Invalid("content_type", "content_type must be a media type of at most %d bytes", MaxContentTypeLen)
+	}
+	p.ContentType = mime.FormatMediaType(mt, params)
+	if p.ContentType == "" || len(p.ContentType) > MaxContentTypeLen {
+		return "", tessera.Invalid("content_type", "content_type must be a media type of at most %d bytes", MaxContentTypeLen)
+	}
+	if p.RawPolicy != "" && !tessera.ValidRawPolicy(p.RawPolicy) {
+		return "", tessera.Invalid("raw_policy", "raw_policy must be private or namespace")
+	}
+	return sum, nil
+}
+
+// rawPolicy returns the namespace's raw-blob policy and whether it was
+// ever set (the default is private).
+func rawPolicy(tx store.Tx, ns string) (string, bool, error) {
+	st, err := tx.NamespaceSettingsGet(ns)
+	if errors.Is(err, store.ErrNotFound) {
+		return tessera.RawPrivate, false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return st.RawPolicy, true, nil
+}
+
+// mayRead is the raw-blob policy (§7): admins, the uploader and recorded
+// readers always; anyone with read on the namespace under "namespace".
+func mayRead(tx store.Tx, a *auth.Actor, b *tessera.Blob, policy string) (bool, error) {
+	if a.Scopes().Admin() || b.UploadedBy == a.Principal.ID || policy == tessera.RawNamespace {
+		return true, nil
+	}
+	return tx.BlobReaderCheck(b.Namespace, b.SHA256, a.Principal.ID)
+}
+
+// DeclareBlob is the first of the three upload calls. Bytes the namespace
+// already holds answer exists at once, and the caller is recorded as a
+// reader, when the caller may read them anyway (its own upload, an admin,
+// or the namespace policy). Otherwise the caller gets an upload like any
+// other, whether or not the bytes exist: knowing a hash is not holding the
+// bytes, so under the private policy another principal must send them
+// (proof of possession) and learns nothing of their existence.
+func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p DeclareBlobParams) (*BlobDeclared, error) {
+	sum, err := s.checkDeclare(&p)
+	if err != nil {
+		return nil, err
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionWrite); err != nil {
+		return nil, err
+	}
+	if _, err := s.blobStore(); err != nil {
+		return nil, err
+	}
+	var out BlobDeclared
+	err = s.update(ctx, ns, func(tx store.Tx) error {
+		now := s.clock.Now()
+		u := tessera.Upload{Namespace: ns, ID: tessera.NewID(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
+			PrincipalID: a.Principal.ID, CreatedAt: now}
+		if p.LeaseToken != "" {
+			task, err := leaseByToken(tx, ns, p.LeaseToken, now)
+			if err != nil {
+				return err
+			}
+			u.RunID, u.TaskID = task.Lease.RunID, task.ID
+		}
+		policy, set, err := rawPolicy(tx, ns)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !set:
+			// The first upload of a namespace sets its policy.
+			if p.RawPolicy != "" {
+				policy = p.RawPolicy
+			}
+			if err := tx.NamespaceSettingsPut(&tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now}); err != nil {
+				return err
+			}
+		case p.RawPolicy != "" && p.RawPolicy != policy:
+			return tessera.Errorf(tessera.CodeInvalidState,
+				"namespace %s has raw_policy %s; only an admin may change it (PUT /v1/admin/namespaces/%s/settings)", ns, policy, ns)
+		}
+		blob, err := tx.BlobGet(ns, sum)
+		switch {
+		case err == nil:
+			readable, err := mayRead(tx, a, blob, policy)
+			if err != nil {
+				return err
+			}
+			if readable {
+				if blob.Size != u.Size {
+					return tessera.Invalid("size", "the bytes with this sha256 are %d bytes, not %d", blob.Size, u.Size)
+				}
+				if blob.UploadedBy != a.Principal.ID {
+					if err := tx.BlobReaderAdd(ns, sum, a.Principal.ID, now); err != nil {
+						return err
+					}
+				}
+				out = BlobDeclared{Exists: true, Ref: blob.Ref()}
+				return nil
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if err := tx.UploadCreate(&u); err != nil {
+			return err
+		}
+		expires := now.Add(UploadTTL)
+		out = BlobDeclared{UploadID: u.ID, ExpiresAt: &expires, MaxBytes: s.MaxBlobBytes()}
+		return nil
+	})
+	if errors.Is(err, errLapsed) {
+		id, _ := leaseTaskID(p.LeaseToken)
+		err = s.lapse(ctx, ns, id, p.LeaseToken)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Declaring is a pre-check of the commit, which writes the event (§9).
+	s.Count(a.Principal.ID, ns, ActBlobDeclare, "ok")
+	return &out, nil
+}
+
+// liveUpload returns the caller's upload id, if it has not expired. Another
+// principal's upload is not found: upload ids are not shared.
+func (s *Service) liveUpload(ctx context.Context, a *auth.Actor, ns, id string) (*tessera.Upload, error) {
+	var u *tessera.Upload
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		u, err = tx.UploadGet(ns, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || err == nil && (u.PrincipalID != a.Principal.ID || s.expired(u)) {
+		return nil, tessera.NotFound("upload", id)
+	}
+	return u, err
+}
+
+func (s *Service) expired(u *tessera.Upload) bool {
+	return !s.clock.Now().Before(u.CreatedAt.Add(UploadTTL))
+}
+
+// UploadReceived answers the byte upload: what arrived, and whether it is
+// what was declared (the commit checks again).
+type UploadReceived struct {
+	UploadID string `json:"upload_id"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Matches  bool   `json:"matches"`
+}
+
+// UploadBlob is the second call: it streams the bytes of a declared upload
+// to the byte store, at most MaxBlobBytes of them, hashing on the way. A
+// repeat replaces the bytes sent before. It writes no metadata.
+func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, body io.Reader) (*UploadReceived, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := s.blobStore()
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.liveUpload(ctx, a, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	got, err := fs.Receive(id, body, s.MaxBlobBytes())
+	var readErr *blobfs.ReadError
+	switch {
+	case errors.Is(err, blobfs.ErrTooLarge):
+		return nil, &tessera.Error{Code: tessera.CodePayloadTooLarge, Message: fmt.Sprintf("a blob is at most %d bytes", s.MaxBlobBytes())}
+	case errors.As(err, &readErr):
+		return nil, tessera.Errorf(tessera.CodeInvalidRequest, "the upload body could not be read to its end")
+	case err != nil:
+		return nil, err
+	}
+	s.Count(a.Principal.ID, ns, ActBlobUpload, "ok") // a pre-check of the commit
+	return &UploadReceived{UploadID: id, Size: got.Size, SHA256: got.SHA256, Matches: got.Size == u.Size && got.SHA256 == u.SHA256}, nil
+}
+
+// BlobInfo is a blob's metadata with its reference.
+type BlobInfo struct {
+	Ref string `json:"ref"`
+	tessera.Blob
+}
+
+func blobInfo(b *tessera.Blob) *BlobInfo { return &BlobInfo{Ref: b.Ref(), Blob: *b} }
+
+// CommitBlob is the third call: it verifies the received bytes against the
+// declared size and SHA-256 (a mismatch discards them: 400), puts them at
+// their content address, then stores the metadata in one transaction. A
+// crash between the two leaves bytes nobody can see and the upload still
+// declared, so the commit can be retried; the sweep removes such bytes
+// once the upload expires.
+func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey string) (*BlobInfo, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := s.blobStore()
+	if err != nil {
+		return nil, err
+	}
+	var out BlobInfo
+	req := struct {
+		UploadID string `json:"upload_id"`
+	}{id}
+	e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "blob-commit", Key: idemKey, CreatedAt: s.clock.Now()}
+	if idemKey != "" {
+		// A repeat is answered before anything else: its upload is gone.
+		// The check reuses idempotent() in a read transaction, where act
+		// only says "not done yet".
+		err := s.store.View(ctx, func(tx store.Tx) error {
+			return idempotent(tx, e, req, &out, func() error { return errFirstTime })
+		})
+		if err == nil {
+			return &out, nil
+		}
+		if !errors.Is(err, errFirstTime) {
+			return nil, err
+		}
+	}
+	u, err := s.liveUpload(ctx, a, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	mu := &s.blob.locks[s.blobLock(ns, u.SHA256)]
+	mu.Lock()
+	defer mu.Unlock()
+	var mismatch *blobfs.MismatchError
+	switch err := fs.Promote(id, ns, u.SHA256, u.Size); {
+	case errors.Is(err, blobfs.ErrNoUpload):
+		if _, err := s.liveUpload(ctx, a, ns, id); err != nil {
+			return nil, err // committed meanwhile by a concurrent call
+		}
+		return nil, tessera.Errorf(tessera.CodeInvalidState, "upload %s has no bytes; send them with PUT first", id)
+	case errors.As(err, &mismatch):
+		field := "sha256"
+		if mismatch.Size != u.Size {
+			field = "size"
+		}
+		return nil, tessera.Invalid(field, "the uploaded bytes (%d bytes, sha256 %s) are not the declared %d bytes with sha256 %s; they were discarded",
+			mismatch.Size, mismatch.SHA256, u.Size, u.SHA256)
+	case err != nil:
+		return nil, err
+	}
+	err = s.auditedCreate(ctx, a, ns, ActBlobCommit, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target, ev.RunID = tessera.BlobRef(u.SHA256), u.RunID
+		return idempotent(tx, e, req, &out, func() error {
+			if err := tx.UploadDelete(ns, id); err != nil {
+				return notFound(err, "upload", id)
+			}
+			blob, err := tx.BlobGet(ns, u.SHA256)
+			switch {
+			case err == nil:
+				// The bytes were there already: this principal has now
+				// shown it holds them, and becomes a reader.
+				if blob.UploadedBy != a.Principal.ID {
+					if err := tx.BlobReaderAdd(ns, u.SHA256, a.Principal.ID, s.clock.Now()); err != nil {
+						return err
+					}
+				}
+			case errors.Is(err, store.ErrNotFound):
+				blob = &tessera.Blob{Namespace: ns, SHA256: u.SHA256, Size: u.Size, ContentType: u.ContentType,
+					UploadedBy: a.Principal.ID, RunID: u.RunID, TaskID: u.TaskID, CreatedAt: s.clock.Now()}
+				if err := tx.BlobPut(blob); err != nil {
+					return err
+				}
+			default:
+				return err
+			}
+			out = *blobInfo(blob)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The metadata is stored; the upload's own name for the bytes goes.
+	// Left behind by a crash, it is swept with the temporary files.
+	_ = fs.Discard(id)
+	return &out, nil
+}
+
+// errFirstTime is what an idempotency pre-check's act answers: no
+// response is remembered for this key yet.
+var errFirstTime = errors.New("not done before")
+
+// readableBlob returns a blob's metadata if the caller may read it. A blob
+// the policy hides is not found, exactly like a missing one.
+func (s *Service) readableBlob(ctx context.Context, a *auth.Actor, ns, sum, action string) (*tessera.Blob, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	if err != nil {
+		return nil, err
+	}
+	var blob *tessera.Blob
+	err = s.auditedRead(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = tessera.BlobRef(sum)
+		var err error
+		if blob, err = tx.BlobGet(ns, sum); err != nil {
+			return err
+		}
+		ev.RunID = blob.RunID
+		policy, _, err := rawPolicy(tx, ns)
+		if err != nil {
+			return err
+		}
+		ok, err := mayRead(tx, a, blob, policy)
+		if err == nil && !ok {
+			return store.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, notFound(err, "blob", tessera.BlobRef(sum))
+	}
+	return blob, nil
+}
+
+// BlobMeta returns a blob's metadata under the raw-blob policy.
+func (s *Service) BlobMeta(ctx context.Context, a *auth.Actor, ns, sum string) (*BlobInfo, error) {
+	sum, err := ParseSum("sha256", sum)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := s.readableBlob(ctx, a, ns, sum, ActBlobMeta)
+	if err != nil {
+		return nil, err
+	}
+	return blobInfo(blob), nil
+}
+
+// OpenBlob returns a blob's metadata and its bytes, under the raw-blob
+// policy. The caller closes the bytes.
+func (s *Service) OpenBlob(ctx context.Context, a *auth.Actor, ns, sum string) (*BlobInfo, io.ReadSeekCloser, error) {
+	sum, err := ParseSum("sha256", sum)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, err := s.blobStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	blob, err := s.readableBlob(ctx, a, ns, sum, ActBlobRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := fs.Open(ns, sum)
+	if err != nil {
+		return nil, nil, fmt.Errorf("blob %s of namespace %s has metadata but no bytes: %w", sum, ns, err)
+	}
+	return blobInfo(blob), f, nil
+}
+
+// SweepUploads deletes uploads not committed within UploadTTL, with their
+// bytes, and removes bytes a crashed commit left without metadata. It also
+// clears temporary files of crashed uploads. The server runs it
+// periodically; it reports how many uploads it deleted.
+func (s *Service) SweepUploads(ctx context.Context) (int, error) {
+	fs := s.blob.fs
+	if fs == nil {
+		return 0, nil
+	}
+	var expired []tessera.Upload
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		expired, err = tx.UploadsExpired(s.clock.Now().Add(-UploadTTL), sweepBatch)
+		return err
+	})
+	if err != nil || len(expired) == 0 {
+		if err == nil {
+			_, err = fs.SweepFiles(UploadTTL)
+		}
+		return 0, err
+	}
+	// Hold the locks of every blob concerned, in order, so no commit of the
+	// same bytes sits between placing them and storing their metadata.
+	var held []int
+	for _, u := range expired {
+		held = append(held, s.blobLock(u.Namespace, u.SHA256))
+	}
+	slices.Sort(held)
+	held = slices.Compact(held)
+	for _, i := range held {
+		s.blob.locks[i].Lock()
+	}
+	defer func() {
+		for _, i := range held {
+			s.blob.locks[i].Unlock()
+		}
+	}()
+	for _, u := range expired {
+		if err := fs.Discard(u.ID); err != nil {
+			return 0, err
+		}
+	}
+	var orphans []tessera.Upload
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		orphans = orphans[:0]
+		for _, u := range expired {
+			if err := tx.UploadDelete(u.Namespace, u.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			_, err := tx.BlobGet(u.Namespace, u.SHA256)
+			if errors.Is(err, store.ErrNotFound) {
+				orphans = append(orphans, u)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, u := range orphans {
+		if err := fs.Remove(u.Namespace, u.SHA256); err != nil {
+			return 0, err
+		}
+	}
+	_, err = fs.SweepFiles(UploadTTL)
+	return len(expired), err
+}
+
+// NamespaceSettingsParams is the body of PUT /v1/admin/namespaces/{ns}/settings.
+type NamespaceSettingsParams struct {
+	RawPolicy string `json:"raw_policy"`
+}
+
+// PutNamespaceSettings sets a namespace's settings (admin).
+func (s *Service) PutNamespaceSettings(ctx context.Context, a *auth.Actor, ns string, p NamespaceSettingsParams) (*tessera.NamespaceSettings, error) {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if !tessera.ValidNamespace(ns) {
+		return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
+	}
+	if !tessera.ValidRawPolicy(p.RawPolicy) {
+		return nil, tessera.Invalid("raw_policy", "raw_policy must be private or namespace")
+	}
+	st := &tessera.NamespaceSettings{Namespace: ns, RawPolicy: p.RawPolicy, UpdatedAt: s.clock.Now()}
+	err = s.auditedCreate(ctx, a, ns, ActNamespaceSet, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = ns
+		return tx.NamespaceSettingsPut(st)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// GetNamespaceSettings returns a namespace's settings, the defaults if none
+// were set (admin).
+func (s *Service) GetNamespaceSettings(ctx context.Context, a *auth.Actor, ns string) (*tessera.NamespaceSettings, error) {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if !tessera.ValidNamespace(ns) {
+		return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
+	}
+	var st *tessera.NamespaceSettings
+	err = s.auditedRead(ctx, a, ns, ActNamespaceGet, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = ns
+		var err error
+		st, err = tx.NamespaceSettingsGet(ns)
+		if errors.Is(err, store.ErrNotFound) {
+			st, err = &tessera.NamespaceSettings{Namespace: ns, RawPolicy: tessera.RawPrivate}, nil
+		}
+		return err
+	})
+	return st, err
+}

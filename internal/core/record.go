@@ -1,0 +1,371 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Record bounds (SPEC §3.6).
+const (
+	// MaxValueLen bounds a record value, measured compacted.
+	MaxValueLen = 256 << 10
+	MaxKeyLen   = 256
+	// maxPageValues bounds the value bytes of one listing page: a page of
+	// 200 full-size values would be 50 MiB, so a page stops early (after
+	// at least one record) once it carries this much.
+	maxPageValues = 1 << 20
+)
+
+// Bucket names follow the queue and label rule (ValidName). Keys allow a
+// few more punctuation characters so they can carry dates, versions and
+// emails; never '/', so a key is one path segment, and never a leading '.',
+// so "." and ".." cannot be keys.
+var keyRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:=@-]{0,255}$`)
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:=@-]{0,256}$`)
+
+// ValidKey reports whether s is a valid record key.
+func ValidKey(s string) bool { return keyRE.MatchString(s) }
+
+func checkBucket(name string) error {
+	if !ValidName(name) {
+		return tessera.Invalid("bucket", "bucket must match %s", nameRE)
+	}
+	return nil
+}
+
+func checkRecordName(bucket, key string) error {
+	if err := checkBucket(bucket); err != nil {
+		return err
+	}
+	if !ValidKey(key) {
+		return tessera.Invalid("key", "key must match %s", keyRE)
+	}
+	return nil
+}
+
+// PutRecordParams is the body of PUT /v1/records/{bucket}/{key}.
+type PutRecordParams struct {
+	Value json.RawMessage `json:"value"`
+	// IfVersion makes the write conditional: it succeeds only if the head
+	// is this version (0: only if the record does not exist yet).
+	IfVersion *int64 `json:"if_version,omitempty"`
+	// LeaseToken binds the new version to the run and task of that lease.
+	LeaseToken string `json:"lease_token,omitempty"`
+}
+
+func (p *PutRecordParams) value() (json.RawMessage, error) {
+	if p.Value == nil {
+		return nil, tessera.Invalid("value", "value is required (any JSON value)")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, p.Value); err != nil {
+		return nil, tessera.Invalid("value", "value is not valid JSON")
+	}
+	if buf.Len() > MaxValueLen {
+		return nil, tessera.Invalid("value", "value is at most %d bytes (compacted JSON)", MaxValueLen)
+	}
+	if p.IfVersion != nil && *p.IfVersion < 0 {
+		return nil, tessera.Invalid("if_version", "if_version must be ≥ 0")
+	}
+	return buf.Bytes(), nil
+}
+
+// PutRecord writes version n+1 of bucket/key (version 1 for a new record)
+// in one transaction: lease check, version check, bucket, head and
+// version. The answer is the new version without its value. With an
+// idempotency key, a repeat returns the first answer without writing.
+func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key string, p PutRecordParams, idemKey string) (*tessera.Record, error) {
+	if err := checkRecordName(bucket, key); err != nil {
+		return nil, err
+	}
+	value, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionWrite); err != nil {
+		return nil, err
+	}
+	var out tessera.Record
+	err = s.auditedCreate(ctx, a, ns, ActRecordWrite, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = bucket + "/" + key
+		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "record:" + bucket + "/" + key, Key: idemKey, CreatedAt: s.clock.Now()}
+		return idempotent(tx, e, p, &out, func() error {
+			now := s.clock.Now()
+			rec := tessera.Record{Namespace: ns, Bucket: bucket, Key: key, Value: value, WrittenBy: a.Principal.ID, CreatedAt: now}
+			if p.LeaseToken != "" {
+				task, err := leaseByToken(tx, ns, p.LeaseToken, now)
+				if err != nil {
+					return err
+				}
+				rec.RunID, rec.TaskID = task.Lease.RunID, task.ID
+				ev.RunID = rec.RunID
+			}
+			head, err := tx.RecordHead(ns, bucket, key)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if p.IfVersion != nil && *p.IfVersion != head {
+				if head == 0 {
+					return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s does not exist, not at version %d", bucket, key, *p.IfVersion)
+				}
+				return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s is at version %d, not %d", bucket, key, head, *p.IfVersion)
+			}
+			// Writing a record creates its bucket (private) on first use; a
+			// write to a public bucket is public activity.
+			switch b, err := tx.BucketGet(ns, bucket); {
+			case errors.Is(err, store.ErrNotFound):
+				if err := tx.BucketEnsure(ns, bucket, now); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			default:
+				ev.Public = b.Public
+			}
+			rec.Version = head + 1
+			if err := tx.RecordPut(&rec, head); err != nil {
+				if errors.Is(err, store.ErrConflict) {
+					return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s changed during the write; read it and retry", bucket, key)
+				}
+				return err
+			}
+			out = rec
+			out.Value = nil
+			if out.Version == 1 {
+				ev.Status = 201
+			}
+			return nil
+		})
+	})
+	if errors.Is(err, errLapsed) {
+		id, _ := leaseTaskID(p.LeaseToken)
+		err = s.lapse(ctx, ns, id, p.LeaseToken)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetRecord returns the head of bucket/key, or version when it is > 0.
+func (s *Service) GetRecord(ctx context.Context, a *auth.Actor, ns, bucket, key string, version int64) (*tessera.Record, error) {
+	if err := checkRecordName(bucket, key); err != nil {
+		return nil, err
+	}
+	if version < 0 {
+		return nil, tessera.Invalid("version", "version must be ≥ 1")
+	}
+	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	if err != nil {
+		return nil, err
+	}
+	var rec *tessera.Record
+	err = s.auditedRead(ctx, a, ns, ActRecordRead, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = bucket + "/" + key
+		var err error
+		rec, err = tx.RecordGet(ns, bucket, key, version)
+		if errors.Is(err, store.ErrNotFound) && version > 0 {
+			return tessera.Errorf(tessera.CodeNotFound, "record %s/%s has no version %d", bucket, key, version)
+		}
+		if err == nil {
+			// Reading an execution record names its run (SPEC §9).
+			ev.RunID = rec.RunID
+		}
+		return notFound(err, "record", bucket+"/"+key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// RecordPage is one page of record heads, ordered by key.
+type RecordPage struct {
+	Records    []tessera.Record `json:"records"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// VersionPage is one page of a record's versions, newest first.
+type VersionPage struct {
+	Versions   []tessera.Record `json:"versions"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// BucketPage is one page of buckets, ordered by name.
+type BucketPage struct {
+	Buckets    []tessera.Bucket `json:"buckets"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// pageParams checks a listing's limit and decodes its cursor.
+func pageParams(cursor string, limit int) (string, int, error) {
+	if limit == 0 {
+		limit = DefaultListSize
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+	}
+	if cursor == "" {
+		return "", limit, nil
+	}
+	pos, err := decodeCursor(cursor)
+	if err != nil {
+		return "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
+	}
+	return pos, limit, nil
+}
+
+// cutPage keeps at most limit records of recs (which holds up to limit+1)
+// and stops early once the page carries maxPageValues bytes of values. It
+// reports whether more records follow.
+func cutPage(recs []tessera.Record, limit int) ([]tessera.Record, bool) {
+	size := 0
+	for i := range recs {
+		size += len(recs[i].Value)
+		if i+1 == limit || size >= maxPageValues {
+			return recs[:i+1], len(recs) > i+1
+		}
+	}
+	return recs, false
+}
+
+// RecordVersions lists the versions of bucket/key, newest first.
+func (s *Service) RecordVersions(ctx context.Context, a *auth.Actor, ns, bucket, key, cursor string, limit int) (*VersionPage, error) {
+	if err := checkRecordName(bucket, key); err != nil {
+		return nil, err
+	}
+	pos, limit, err := pageParams(cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	var before int64
+	if pos != "" {
+		if before, err = strconv.ParseInt(pos, 10, 64); err != nil || before < 1 {
+			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
+		}
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	page := &VersionPage{Versions: []tessera.Record{}}
+	err = s.auditedRead(ctx, a, ns, ActRecordHistory, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = bucket + "/" + key
+		recs, err := tx.RecordVersions(ns, bucket, key, before, limit+1)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 && before == 0 {
+			return tessera.NotFound("record", bucket+"/"+key)
+		}
+		recs, more := cutPage(recs, limit)
+		if more {
+			page.NextCursor = encodeCursor(strconv.FormatInt(recs[len(recs)-1].Version, 10))
+		}
+		page.Versions = append(page.Versions, recs...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// ListRecords lists the heads of a bucket whose keys start with prefix,
+// ordered by key. A bucket never written lists empty.
+func (s *Service) ListRecords(ctx context.Context, a *auth.Actor, ns, bucket, prefix, cursor string, limit int) (*RecordPage, error) {
+	if err := checkBucket(bucket); err != nil {
+		return nil, err
+	}
+	if !prefixRE.MatchString(prefix) {
+		return nil, tessera.Invalid("prefix", "prefix must match %s", prefixRE)
+	}
+	after, limit, err := pageParams(cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	page := &RecordPage{Records: []tessera.Record{}}
+	err = s.auditedRead(ctx, a, ns, ActRecordList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = bucket + "/"
+		recs, err := tx.RecordHeads(ns, bucket, prefix, after, limit+1)
+		if err != nil {
+			return err
+		}
+		recs, more := cutPage(recs, limit)
+		if more {
+			page.NextCursor = encodeCursor(recs[len(recs)-1].Key)
+		}
+		page.Records = append(page.Records, recs...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// BucketParams is the body of PUT /v1/buckets/{bucket}: the bucket's
+// settings, all of them (a PUT replaces).
+type BucketParams struct {
+	// Public buckets' heads appear on the board.
+	Public bool `json:"public"`
+}
+
+// PutBucket creates a bucket or replaces its settings.
+func (s *Service) PutBucket(ctx context.Context, a *auth.Actor, ns, name string, p BucketParams) (*tessera.Bucket, error) {
+	if err := checkBucket(name); err != nil {
+		return nil, err
+	}
+	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	b := &tessera.Bucket{Namespace: ns, Name: name, Public: p.Public, CreatedAt: now, UpdatedAt: now}
+	err = s.auditedCreate(ctx, a, ns, ActBucketPut, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = name
+		return tx.BucketPut(b)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// ListBuckets lists a namespace's buckets by name.
+func (s *Service) ListBuckets(ctx context.Context, a *auth.Actor, ns, cursor string, limit int) (*BucketPage, error) {
+	after, limit, err := pageParams(cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+		return nil, err
+	}
+	page := &BucketPage{Buckets: []tessera.Bucket{}}
+	err = s.auditedRead(ctx, a, ns, ActBucketList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "buckets"
+		bs, err := tx.BucketList(ns, after, limit+1)
+		if len(bs) > limit {
+			bs = bs[:limit]
+			page.NextCursor = encodeCursor(bs[limit-1].Name)
+		}
+		page.Buckets = append(page.Buckets, bs...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}

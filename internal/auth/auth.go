@@ -198,6 +198,19 @@ func (a *Authenticator) ForgetKey(id string) {
 	a.mu.Unlock()
 }
 
+// Touched records a principal's new last_used_at in the cached keys, so
+// the next request inside the cache window does not think it stale.
+func (a *Authenticator) Touched(principalID string, at time.Time) {
+	a.mu.Lock()
+	for kid, c := range a.cache {
+		if c.principal.ID == principalID {
+			c.principal.LastUsedAt = &at
+			a.cache[kid] = c
+		}
+	}
+	a.mu.Unlock()
+}
+
 // ForgetPrincipal drops every cached key of a principal, so a change of its
 // kind or account is seen by the next request.
 func (a *Authenticator) ForgetPrincipal(id string) {

@@ -43,7 +43,8 @@ func checkPrincipalFields(kind, account, display *string) error {
 
 // CreatePrincipal creates a principal (admin).
 func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p PrincipalParams) (*tessera.Principal, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkPrincipalFields(&p.Kind, &p.Account, &p.DisplayName); err != nil {
@@ -51,7 +52,10 @@ func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p Principa
 	}
 	now := s.clock.Now()
 	pr := &tessera.Principal{ID: tessera.NewID(now), Kind: p.Kind, Account: p.Account, DisplayName: p.DisplayName, CreatedAt: now}
-	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.PrincipalCreate(pr) })
+	err = s.audited(ctx, a, tessera.MainNamespace, ActPrincipalNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target, ev.Status = pr.ID, 201
+		return tx.PrincipalCreate(pr)
+	})
 	return pr, err
 }
 
@@ -65,14 +69,16 @@ type PrincipalPatch struct {
 // UpdatePrincipal changes a principal (admin). Its cached keys are dropped,
 // so the change takes effect on the next request.
 func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string, p PrincipalPatch) (*tessera.Principal, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkPrincipalFields(p.Kind, p.Account, p.DisplayName); err != nil {
 		return nil, err
 	}
 	var pr *tessera.Principal
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.audited(ctx, a, tessera.MainNamespace, ActPrincipalEdit, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = id
 		var err error
 		if pr, err = tx.PrincipalGet(id); err != nil {
 			return notFound(err, "principal", id)
@@ -106,12 +112,13 @@ type PrincipalPage struct {
 
 // ListPrincipals lists principals by id (admin).
 func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor string, limit int) (*PrincipalPage, error) {
-	after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	a, after, limit, err := s.adminPage(ctx, a, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
 	page := &PrincipalPage{Principals: []tessera.Principal{}}
-	err = s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActPrincipalList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "principals"
 		ps, err := tx.PrincipalList(after, limit+1)
 		if len(ps) > limit {
 			ps = ps[:limit]
@@ -123,24 +130,25 @@ func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor stri
 	return page, err
 }
 
-func (s *Service) adminPage(ctx context.Context, a *auth.Actor, cursor string, limit int) (string, int, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
-		return "", 0, err
+func (s *Service) adminPage(ctx context.Context, a *auth.Actor, cursor string, limit int) (*auth.Actor, string, int, error) {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, "", 0, err
 	}
 	if limit == 0 {
 		limit = DefaultListSize
 	}
 	if limit < 1 || limit > MaxListLimit {
-		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+		return nil, "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
 	}
 	if cursor == "" {
-		return "", limit, nil
+		return a, "", limit, nil
 	}
 	after, err := decodeCursor(cursor)
 	if err != nil {
-		return "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
+		return nil, "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
 	}
-	return after, limit, nil
+	return a, after, limit, nil
 }
 
 // KeyParams creates a key.
@@ -170,7 +178,8 @@ func checkScopes(scopes []string) error {
 
 // CreateKey mints a key for a principal (admin).
 func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*NewKey, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkScopes(p.Scopes); err != nil {
@@ -181,7 +190,8 @@ func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*N
 		return nil, tessera.Invalid("expires_at", "expires_at must be in the future")
 	}
 	var out *NewKey
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Status = 201
 		if _, err := tx.PrincipalGet(p.PrincipalID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return tessera.Invalid("principal_id", "no principal %q", p.PrincipalID)
@@ -190,6 +200,9 @@ func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*N
 		}
 		var err error
 		out, err = createKey(tx, p.PrincipalID, p.Scopes, p.ExpiresAt, now)
+		if out != nil {
+			ev.Target = out.ID
+		}
 		return err
 	})
 	return out, err
@@ -216,12 +229,13 @@ type KeyPage struct {
 
 // ListKeys lists keys by id (admin).
 func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, limit int) (*KeyPage, error) {
-	after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	a, after, limit, err := s.adminPage(ctx, a, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
 	page := &KeyPage{Keys: []tessera.Key{}}
-	err = s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActKeyList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "keys"
 		ks, err := tx.KeyList(after, limit+1)
 		if len(ks) > limit {
 			ks = ks[:limit]
@@ -235,10 +249,12 @@ func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, li
 
 // RevokeKey revokes a key (admin); this node stops accepting it at once.
 func (s *Service) RevokeKey(ctx context.Context, a *auth.Actor, id string) error {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
 		return err
 	}
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyRevoke, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target, ev.Status = id, 204
 		return notFound(tx.KeyRevoke(id, s.clock.Now()), "key", id)
 	})
 	s.auth.ForgetKey(id)
@@ -247,11 +263,13 @@ func (s *Service) RevokeKey(ctx context.Context, a *auth.Actor, id string) error
 
 // ListNamespaces lists the namespaces that have been written to (admin).
 func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor) ([]store.Namespace, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
 		return nil, err
 	}
 	out := []store.Namespace{}
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActNamespaceList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "namespaces"
 		ns, err := tx.NamespaceList()
 		out = append(out, ns...)
 		return err
@@ -261,7 +279,41 @@ func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor) ([]store.Na
 
 // StorageToday returns today's metered rows (admin).
 func (s *Service) StorageToday(ctx context.Context, a *auth.Actor) (*meter.Totals, error) {
-	if _, err := s.authorize(ctx, a, "", tessera.ActionAdmin); err != nil {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, err
+	}
+	var t meter.Totals
+	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActStorage, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "storage"
+		t = s.meter.Today()
+		return nil
+	})
+	return &t, err
+}
+
+// SetAllowance is the operator-authorized change of the daily storage
+// allowance (admin). It takes effect at once, even while the old allowance
+// refuses writes: its audit event is written when storage accepts it, and
+// counted when storage still refuses.
+func (s *Service) SetAllowance(ctx context.Context, a *auth.Actor, allowance meter.Allowance) (*meter.Totals, error) {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if allowance.RowsWrittenPerDay < 0 || allowance.RowsReadPerDay < 0 {
+		return nil, tessera.Invalid("rows_written_per_day", "allowances are ≥ 0 (0 = unlimited)")
+	}
+	if err := s.meter.SetAllowance(allowance); err != nil {
+		return nil, err
+	}
+	err = s.audited(ctx, a, tessera.MainNamespace, ActAllowance, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "storage"
+		return nil
+	})
+	if tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted {
+		s.Count(a.Principal.ID, tessera.MainNamespace, ActAllowance, "ok")
+	} else if err != nil {
 		return nil, err
 	}
 	t := s.meter.Today()
@@ -279,8 +331,15 @@ type Me struct {
 }
 
 // WhoAmI answers GET /v1/me for any valid key.
-func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor) (*Me, error) {
+func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor, ns string) (*Me, error) {
 	a, err := s.auth.Recheck(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	err = s.auditedRead(ctx, a, ns, ActMe, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = a.Key.ID
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}

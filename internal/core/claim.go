@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -103,6 +104,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			unsubscribe()
+			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
 			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
 		}
 		timer := time.NewTimer(wait)
@@ -127,7 +129,8 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 
 func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
 	var out *Claimed
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Action = "" // until a task is granted: lapses alone are no event
 		now := s.clock.Now()
 		lapsed, err := tx.TaskLapsed(ns, queue, now, lapseBatch)
 		if err != nil {
@@ -145,7 +148,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		if err != nil {
 			return err
 		}
-		token := tessera.RandomToken(24)
+		token := newLeaseToken(task.ID)
 		run := &tessera.Run{ID: tessera.NewID(now), TaskID: task.ID, Holder: a.Principal.ID, Attempt: task.Attempts + 1, StartedAt: now}
 		task.Attempts++
 		task.State = tessera.StateLeased
@@ -161,6 +164,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		lease := *task.Lease
 		lease.Token = token
 		out = &Claimed{Lease: &lease, Task: task}
+		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run.ID, task.Public
 		return nil
 	})
 	return out, err
@@ -210,7 +214,7 @@ func jitter(d time.Duration) time.Duration {
 var errLapsed = errors.New("lease lapsed")
 
 // holdLease returns the task if token is its live lease. A matching but
-// expired lease yields errLapsed; anything else is lease_lost.
+// expired lease yields the task with errLapsed; anything else is lease_lost.
 func holdLease(tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task, error) {
 	task, err := tx.TaskGet(ns, id)
 	if err != nil {
@@ -221,7 +225,7 @@ func holdLease(tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task,
 		return nil, tessera.ErrLeaseLost
 	}
 	if !now.Before(task.Lease.ExpiresAt) {
-		return nil, errLapsed
+		return task, errLapsed
 	}
 	return task, nil
 }
@@ -229,22 +233,30 @@ func holdLease(tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task,
 // withLease runs fn on a task whose live lease token is given. When the
 // lease turns out to have lapsed, the lapse is recorded and the caller gets
 // lease_lost: the lapse is a fact, whatever the request wanted.
-func (s *Service) withLease(ctx context.Context, ns, id, token string, fn func(tx store.Tx, task *tessera.Task, now time.Time) error) error {
+func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, action string, fn func(tx store.Tx, task *tessera.Task, now time.Time) error) error {
 	if token == "" || len(token) > 128 {
 		return tessera.ErrLeaseLost
 	}
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.audited(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		now := s.clock.Now()
 		task, err := holdLease(tx, ns, id, token, now)
 		if err != nil {
 			return err
 		}
+		ev.Target, ev.RunID, ev.Public = id, task.Lease.RunID, task.Public
 		return fn(tx, task, now)
 	})
 	if !errors.Is(err, errLapsed) {
 		return err
 	}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	return s.lapse(ctx, ns, id, token)
+}
+
+// lapse records, in a transaction of its own, that the lease token on task
+// id has lapsed (unless someone noticed first), and answers lease_lost.
+// Callers use it after a transaction that found errLapsed rolled back.
+func (s *Service) lapse(ctx context.Context, ns, id, token string) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
 		task, err := holdLease(tx, ns, id, token, now)
 		if !errors.Is(err, errLapsed) {
@@ -257,6 +269,31 @@ func (s *Service) withLease(ctx context.Context, ns, id, token string, fn func(t
 	}
 	s.signals.fire(taskTopic(ns, id))
 	return tessera.ErrLeaseLost
+}
+
+// A lease token is "<task id>.<secret>": the task id lets a write that
+// carries only the token (a record or blob written under a lease) find its
+// task by primary key; only a hash of the whole token is stored.
+func newLeaseToken(taskID string) string { return taskID + "." + tessera.RandomToken(24) }
+
+// leaseTaskID returns the task id a lease token names.
+func leaseTaskID(token string) (string, bool) {
+	id, _, ok := strings.Cut(token, ".")
+	return id, ok && id != "" && len(token) <= 128
+}
+
+// leaseByToken is holdLease for a token alone: the task it names, if the
+// token is that task's live lease. A token naming no task is lease_lost.
+func leaseByToken(tx store.Tx, ns, token string, now time.Time) (*tessera.Task, error) {
+	id, ok := leaseTaskID(token)
+	if !ok {
+		return nil, tessera.ErrLeaseLost
+	}
+	task, err := holdLease(tx, ns, id, token, now)
+	if tessera.ErrorCode(err) == tessera.CodeNotFound {
+		return nil, tessera.ErrLeaseLost
+	}
+	return task, err
 }
 
 // HeartbeatParams is the body of a heartbeat.
@@ -285,11 +322,12 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 			return nil, err
 		}
 	}
-	if _, err := s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	if err != nil {
 		return nil, err
 	}
 	var out Heartbeat
-	err := s.withLease(ctx, ns, id, p.LeaseToken, func(tx store.Tx, task *tessera.Task, now time.Time) error {
+	err = s.withLease(ctx, a, ns, id, p.LeaseToken, ActHeartbeat, func(tx store.Tx, task *tessera.Task, now time.Time) error {
 		out = Heartbeat{TaskID: id, CancelRequested: task.CancelRequested}
 		if task.CancelRequested {
 			out.State = tessera.StateCanceled
@@ -337,7 +375,8 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 	}
 	var out tessera.Task
 	route := "submit:" + id
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.audited(ctx, a, ns, ActSubmit, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = id
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: s.clock.Now()}
 		return idempotent(tx, e, p, &out, func() error {
 			now := s.clock.Now()
@@ -345,19 +384,17 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 			if err != nil {
 				return err
 			}
+			ev.RunID, ev.Public = task.Lease.RunID, task.Public
 			if err := s.endLease(tx, task, now, p.Outcome, p.Error, p.Result); err != nil {
 				return err
 			}
 			out = *task
+			out.State = out.VisibleState(now) // remembered as sent
 			return nil
 		})
 	})
 	if errors.Is(err, errLapsed) {
-		// Let withLease record the lapse and answer lease_lost.
-		err = s.withLease(ctx, ns, id, p.LeaseToken, func(store.Tx, *tessera.Task, time.Time) error { return nil })
-		if err == nil {
-			err = tessera.ErrLeaseLost
-		}
+		err = s.lapse(ctx, ns, id, p.LeaseToken)
 	}
 	if err != nil {
 		return nil, err
@@ -373,11 +410,12 @@ type ReleaseParams struct {
 
 // Release gives a leased task back to its queue without using an attempt.
 func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p ReleaseParams) (*tessera.Task, error) {
-	if _, err := s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	if err != nil {
 		return nil, err
 	}
 	var out *tessera.Task
-	err := s.withLease(ctx, ns, id, p.LeaseToken, func(tx store.Tx, task *tessera.Task, now time.Time) error {
+	err = s.withLease(ctx, a, ns, id, p.LeaseToken, ActRelease, func(tx store.Tx, task *tessera.Task, now time.Time) error {
 		out = task
 		return s.endLease(tx, task, now, tessera.OutcomeReleased, "", nil)
 	})
@@ -420,7 +458,10 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 		left := time.Until(deadline)
 		if err != nil || len(out.Events) > 0 || left <= 0 {
 			unsubscribe()
-			return out, err
+			if err != nil {
+				return nil, err
+			}
+			return out, s.auditEvents(ctx, a, ns, id, wait, out)
 		}
 		timer := time.NewTimer(left)
 		select {
@@ -436,6 +477,23 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// auditEvents records one claim-events request, however many looks it
+// took: an event when it returned something or did not wait, a counter
+// when its wait ran out empty.
+func (s *Service) auditEvents(ctx context.Context, a *auth.Actor, ns, id string, wait time.Duration, out *ClaimEvents) error {
+	if wait > 0 && len(out.Events) == 0 {
+		s.Count(a.Principal.ID, ns, ActClaimEvents, OutcomeTimeout)
+		return nil
+	}
+	return s.audited(ctx, a, ns, ActClaimEvents, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = id
+		if out.Lease != nil {
+			ev.RunID = out.Lease.RunID
+		}
+		return nil
+	})
 }
 
 func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, since int64) (*ClaimEvents, error) {

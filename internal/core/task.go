@@ -132,10 +132,14 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
 	var out tessera.Task
-	err = s.update(ctx, ns, func(tx store.Tx) error {
+	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueue, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
 		return idempotent(tx, e, req, &out, func() error {
 			out = *task
+			// The response is remembered as sent: a replay after run_at
+			// must still say scheduled.
+			out.State = out.VisibleState(now)
 			return tx.TaskInsert(task)
 		})
 	})
@@ -152,15 +156,17 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 
 // GetTask returns a task with its runs.
 func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*tessera.Task, error) {
-	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	if err != nil {
 		return nil, err
 	}
 	var task *tessera.Task
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, ns, ActTaskGet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		var err error
 		if task, err = tx.TaskGet(ns, id); err != nil {
 			return notFound(err, "task", id)
 		}
+		ev.Target, ev.Public = id, task.Public
 		task.Runs, err = tx.RunList(ns, id)
 		return err
 	})
@@ -188,7 +194,8 @@ type TaskPage struct {
 
 // ListTasks lists tasks newest first.
 func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p ListParams) (*TaskPage, error) {
-	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	if err != nil {
 		return nil, err
 	}
 	f := store.TaskFilter{State: p.State, Queue: p.Queue, Label: p.Label, Limit: p.Limit, Now: s.clock.Now()}
@@ -208,13 +215,13 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 		return nil, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
 	}
 	if p.Cursor != "" {
-		var err error
 		if f.Before, err = decodeCursor(p.Cursor); err != nil {
 			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
 		}
 	}
 	page := &TaskPage{Tasks: []tessera.Task{}}
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, ns, ActTaskList, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "tasks"
 		// One extra row tells whether another page follows.
 		f.Limit++
 		tasks, err := tx.TaskList(ns, f)
@@ -245,11 +252,13 @@ func validState(st string) bool {
 
 // Counts returns task counts by queue and visible state.
 func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[string]map[string]int, error) {
-	if _, err := s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]int{}
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.auditedRead(ctx, a, ns, ActCounts, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "counts"
 		counts, err := tx.TaskCounts(ns, s.clock.Now())
 		for _, c := range counts {
 			if out[c.Queue] == nil {
@@ -280,10 +289,14 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 	}
 	var task *tessera.Task
 	wakeQueue, wakeHolder := false, false
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err = s.audited(ctx, a, ns, "task."+string(change), func(tx store.Tx, ev *tessera.AuditEvent) error {
 		var err error
 		if task, err = tx.TaskGet(ns, id); err != nil {
 			return notFound(err, "task", id)
+		}
+		ev.Target, ev.Public = id, task.Public
+		if task.Lease != nil {
+			ev.RunID = task.Lease.RunID
 		}
 		now := s.clock.Now()
 		visible := task.VisibleState(now)
@@ -353,21 +366,25 @@ func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body strin
 		return nil, err
 	}
 	producer := a.Scopes().Allows(tessera.ActionEnqueue)
-	ev := &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: s.clock.Now()}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	note := &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: s.clock.Now()}
+	err = s.audited(ctx, a, ns, ActTaskNote, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		task, err := tx.TaskGet(ns, id)
 		if err != nil {
 			return notFound(err, "task", id)
+		}
+		ev.Target, ev.Status = id, 201
+		if task.Lease != nil {
+			ev.RunID = task.Lease.RunID
 		}
 		holder := a.Scopes().Allows(tessera.ActionClaim) && task.Lease != nil && task.Lease.Holder == a.Principal.ID
 		if !producer && !holder {
 			return tessera.Errorf(tessera.CodeForbidden, "notes need the enqueue scope or the task's lease")
 		}
-		return tx.TaskEventAppend(ns, id, ev)
+		return tx.TaskEventAppend(ns, id, note)
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.signals.fire(taskTopic(ns, id))
-	return ev, nil
+	return note, nil
 }

@@ -87,3 +87,13 @@ func RandomAlnum(n int, upper bool) string {
 	}
 	return string(out)
 }
+
+// IDFloor returns the smallest ULID of the millisecond t: every id made at
+// or after t sorts at or above it, so a time bound becomes an id bound.
+func IDFloor(t time.Time) string {
+	var raw [16]byte
+	ms := uint64(t.UnixMilli())
+	binary.BigEndian.PutUint16(raw[0:2], uint16(ms>>32))
+	binary.BigEndian.PutUint32(raw[2:6], uint32(ms))
+	return encodeBase32(raw)
+}

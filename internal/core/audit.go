@@ -1,0 +1,444 @@
+package core
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Audit bounds (SPEC §8, §9).
+const (
+	// AuditWindow is how far back audit reads reach and how long rows live.
+	AuditWindow = 24 * time.Hour
+	// observeInterval is how stale last_used_at may get before it is
+	// written again.
+	observeInterval = 60 * time.Second
+	// identityInterval is how stale an unchanged identity snapshot may get;
+	// a change of account, kind or name is written at once.
+	identityInterval = time.Hour
+	// maxPendingCounters forces a flush of the counter buffer.
+	maxPendingCounters = 1024
+	retentionEvery     = 5 * time.Minute
+	retentionBatch     = 500
+	maxAuditCounters   = 500
+)
+
+// Counter outcomes for things that are not failures.
+const (
+	OutcomeEmpty   = "empty"
+	OutcomeTimeout = "timeout"
+)
+
+type clientKey struct{}
+
+// WithClient returns a context carrying the client's address, from which
+// the audit trail keeps only a salted hash of its group.
+func WithClient(ctx context.Context, addr netip.Addr) context.Context {
+	return context.WithValue(ctx, clientKey{}, addr)
+}
+
+// GroupAddr is the address an ip_hash is computed over: IPv4 as is, IPv6
+// by its /64, an IPv4-mapped IPv6 address by its IPv4.
+func GroupAddr(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if a.Is6() {
+		p, err := a.Prefix(64)
+		if err == nil {
+			return p.Addr()
+		}
+	}
+	return a
+}
+
+// auditor holds the in-memory parts of the audit trail: today's salt and
+// the counter buffer.
+type auditor struct {
+	mu      sync.Mutex
+	saltDay string
+	salt    []byte
+	pending map[counterKey]int64
+
+	retentionMu  sync.Mutex
+	retentionRan time.Time
+	// flushing keeps one forced flush in flight at most, so a full buffer
+	// that cannot be written (storage refusing) does not spawn a storm.
+	flushing atomic.Bool
+}
+
+type counterKey struct {
+	minute                       int64
+	namespace, principal, action string
+	outcome                      string
+}
+
+func newAuditor() *auditor { return &auditor{pending: map[counterKey]int64{}} }
+
+// ipHash returns the salted hash of the request's address group, creating
+// the day's salt inside tx when this is the day's first event.
+func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (string, error) {
+	addr, ok := ctx.Value(clientKey{}).(netip.Addr)
+	if !ok || !addr.IsValid() {
+		return "", nil
+	}
+	day := now.UTC().Format(time.DateOnly)
+	s.audit.mu.Lock()
+	salt := s.audit.salt
+	if s.audit.saltDay != day {
+		salt = nil
+	}
+	s.audit.mu.Unlock()
+	if salt == nil {
+		var err error
+		salt, err = tx.SaltGet(day)
+		if errors.Is(err, store.ErrNotFound) {
+			fresh := make([]byte, 32)
+			_, _ = rand.Read(fresh)
+			salt, err = tx.SaltPut(day, fresh)
+		}
+		if err != nil {
+			return "", err
+		}
+		// The salt is cached only once its transaction committed; until
+		// then another transaction would read it from the store anyway.
+		defer func() {
+			s.audit.mu.Lock()
+			s.audit.saltDay, s.audit.salt = day, salt
+			s.audit.mu.Unlock()
+		}()
+	}
+	m := hmac.New(sha256.New, salt)
+	m.Write(GroupAddr(addr).AsSlice())
+	return hex.EncodeToString(m.Sum(nil)[:16]), nil
+}
+
+// audited runs one action: fn inside a write transaction that also writes
+// the action's audit event, so the event exists exactly when the action
+// happened. fn fills the event's target, run, status and public flag; it
+// may clear ev.Action when the action turned out to be a no-op (an empty
+// claim), which is then counted instead of evented.
+func (s *Service) audited(ctx context.Context, a *auth.Actor, ns, action string, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
+	return s.act(ctx, a, ns, action, false, fn)
+}
+
+// auditedCreate is audited for actions that may create the namespace's
+// first rows: it records the namespace in the same transaction.
+func (s *Service) auditedCreate(ctx context.Context, a *auth.Actor, ns, action string, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
+	return s.act(ctx, a, ns, action, true, fn)
+}
+
+// auditedRead is audited for reads. With --audit-reads=counted a read runs
+// in a read transaction and is counted instead: keyed reads then work while
+// storage refuses writes, at the price of no per-read event.
+func (s *Service) auditedRead(ctx context.Context, a *auth.Actor, ns, action string, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
+	if !s.cfg.CountReads {
+		return s.act(ctx, a, ns, action, false, fn)
+	}
+	ev := &tessera.AuditEvent{}
+	if err := s.store.View(ctx, func(tx store.Tx) error { return fn(tx, ev) }); err != nil {
+		return err
+	}
+	s.Count(a.Principal.ID, ns, action, "ok")
+	s.observe(ctx, a, ns, s.clock.Now())
+	return nil
+}
+
+func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, creates bool, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
+	now := s.clock.Now()
+	ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
+		KeyID: a.Key.ID, Action: action, Status: 200}
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if creates {
+			if err := s.ensureNamespace(tx, ns); err != nil {
+				return err
+			}
+		}
+		if err := fn(tx, ev); err != nil || ev.Action == "" {
+			return err
+		}
+		var err error
+		if ev.IPHash, err = s.ipHash(ctx, tx, now); err != nil {
+			return err
+		}
+		return tx.AuditInsert(ev)
+	})
+	if err != nil {
+		return err
+	}
+	if creates {
+		s.markKnown(ns)
+	}
+	// Observations follow audited actions; a no-op (an empty claim) is
+	// counted, and an idle worker polling all day costs no profile writes.
+	if ev.Action != "" {
+		s.observe(ctx, a, ns, now)
+	}
+	return nil
+}
+
+// Count adds one to a counter of something that is not an audited action:
+// a denial, a failure, a 429, an empty claim, a long-poll timeout.
+func (s *Service) Count(principalID, ns, action, outcome string) {
+	if principalID == "" {
+		principalID = tessera.Anonymous
+	}
+	k := counterKey{minute: s.clock.Now().Unix() / 60, namespace: ns, principal: principalID, action: action, outcome: outcome}
+	s.audit.mu.Lock()
+	s.audit.pending[k]++
+	full := len(s.audit.pending) >= maxPendingCounters
+	s.audit.mu.Unlock()
+	if full && s.audit.flushing.CompareAndSwap(false, true) {
+		go func() {
+			defer s.audit.flushing.Store(false)
+			_ = s.FlushCounters(context.Background(), true)
+		}()
+	}
+}
+
+// FlushCounters writes buffered counters: all of them, or only those whose
+// minute has passed. A failed write puts them back for the next flush.
+func (s *Service) FlushCounters(ctx context.Context, all bool) error {
+	current := s.clock.Now().Unix() / 60
+	s.audit.mu.Lock()
+	var batch []tessera.AuditCounter
+	for k, n := range s.audit.pending {
+		if all || k.minute < current {
+			batch = append(batch, tessera.AuditCounter{Minute: time.Unix(k.minute*60, 0).UTC(), Namespace: k.namespace,
+				PrincipalID: k.principal, Action: k.action, Outcome: k.outcome, Count: n})
+			delete(s.audit.pending, k)
+		}
+	}
+	s.audit.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.AuditCountersAdd(batch) })
+	if err != nil {
+		s.audit.mu.Lock()
+		for _, c := range batch {
+			s.audit.pending[counterKey{c.Minute.Unix() / 60, c.Namespace, c.PrincipalID, c.Action, c.Outcome}] += c.Count
+		}
+		s.audit.mu.Unlock()
+	}
+	return err
+}
+
+// observe makes the observational writes of §8: last_used_at when it is
+// older than the interval, and the namespace identity snapshot when it is
+// due or the principal's account or kind changed. They are read first,
+// written rarely, and a refusal never fails the request.
+func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now time.Time) {
+	p := a.Principal
+	touch := p.LastUsedAt == nil || now.Sub(*p.LastUsedAt) >= observeInterval
+	key := ns + "\x00" + p.ID
+	s.nsMu.Lock()
+	seen, known := s.identities[key]
+	s.nsMu.Unlock()
+	changed := known && (seen.Account != p.Account || seen.Kind != p.Kind || seen.DisplayName != p.DisplayName)
+	due := !known || changed || now.Sub(seen.SeenAt) >= identityInterval
+	if !touch && !due {
+		return
+	}
+	id := tessera.NamespaceIdentity{Namespace: ns, PrincipalID: p.ID, Account: p.Account, Kind: p.Kind, DisplayName: p.DisplayName, SeenAt: now}
+	wrote := false
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if touch {
+			if err := tx.PrincipalTouch(p.ID, now); err != nil {
+				return err
+			}
+			wrote = true
+		}
+		if !due {
+			return nil
+		}
+		if !known {
+			// After a restart the store may already hold a fresh snapshot.
+			stored, err := tx.IdentityGet(ns, p.ID)
+			if err == nil && stored.Account == p.Account && stored.Kind == p.Kind &&
+				stored.DisplayName == p.DisplayName && now.Sub(stored.SeenAt) < identityInterval {
+				id = *stored
+				return nil
+			}
+		}
+		wrote = true
+		return tx.IdentityPut(&id)
+	})
+	if err != nil {
+		return
+	}
+	s.nsMu.Lock()
+	s.identities[key] = id
+	s.nsMu.Unlock()
+	if wrote && touch {
+		s.auth.Touched(p.ID, now)
+	}
+}
+
+// AuditPage is an audit read: events newest first with a cursor, and the
+// newest counters of the window (first page only).
+type AuditPage struct {
+	Events     []tessera.AuditEvent   `json:"events"`
+	Counters   []tessera.AuditCounter `json:"counters"`
+	NextCursor string                 `json:"next_cursor,omitempty"`
+}
+
+// AuditQuery filters an audit read.
+type AuditQuery struct {
+	Namespace string
+	Principal string
+	Action    string
+	Outcome   string
+	Since     *time.Time
+	Cursor    string
+	Limit     int
+}
+
+// MyAudit returns the caller's own events and counters of the last 24 h.
+func (s *Service) MyAudit(ctx context.Context, a *auth.Actor, q AuditQuery) (*AuditPage, error) {
+	a, err := s.auth.Recheck(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	q.Principal = a.Principal.ID
+	return s.readAudit(ctx, a, ActMyAudit, q)
+}
+
+// AdminAudit returns everyone's events and counters of the last 24 h.
+func (s *Service) AdminAudit(ctx context.Context, a *auth.Actor, q AuditQuery) (*AuditPage, error) {
+	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if q.Namespace != "" && !tessera.ValidNamespace(q.Namespace) {
+		return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
+	}
+	return s.readAudit(ctx, a, ActAdminAudit, q)
+}
+
+func (s *Service) readAudit(ctx context.Context, a *auth.Actor, action string, q AuditQuery) (*AuditPage, error) {
+	now := s.clock.Now()
+	f := store.AuditFilter{Namespace: q.Namespace, PrincipalID: q.Principal, Action: q.Action, Outcome: q.Outcome,
+		Since: now.Add(-AuditWindow), Limit: q.Limit}
+	if q.Since != nil && q.Since.After(f.Since) {
+		f.Since = *q.Since
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultListSize
+	}
+	if f.Limit < 1 || f.Limit > MaxListLimit {
+		return nil, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+	}
+	if len(q.Action) > 64 || len(q.Outcome) > 64 {
+		return nil, tessera.Invalid("action", "filters are at most 64 bytes")
+	}
+	if q.Cursor != "" {
+		var err error
+		if f.Before, err = decodeCursor(q.Cursor); err != nil {
+			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
+		}
+	}
+	// Buffered counters are written first, so the read shows them (§9).
+	if err := s.FlushCounters(ctx, true); err != nil {
+		return nil, err
+	}
+	page := &AuditPage{Events: []tessera.AuditEvent{}, Counters: []tessera.AuditCounter{}}
+	ns := q.Namespace
+	if ns == "" {
+		ns = tessera.MainNamespace
+	}
+	err := s.auditedRead(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = "audit"
+		limit := f.Limit
+		f.Limit++
+		events, err := tx.AuditEvents(f)
+		if err != nil {
+			return err
+		}
+		if len(events) > limit {
+			events = events[:limit]
+			page.NextCursor = encodeCursor(events[limit-1].ID)
+		}
+		page.Events = append(page.Events, events...)
+		if q.Cursor == "" {
+			f.Limit = maxAuditCounters
+			counters, err := tx.AuditCounters(f)
+			if err != nil {
+				return err
+			}
+			page.Counters = append(page.Counters, counters...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// RunRetention deletes rows past the audit window in batches of at most
+// 500, at most once every 5 minutes per process (SPEC §9). It reports
+// whether it ran.
+func (s *Service) RunRetention(ctx context.Context) (bool, error) {
+	now := s.clock.Now()
+	s.audit.retentionMu.Lock()
+	defer s.audit.retentionMu.Unlock()
+	if !s.audit.retentionRan.IsZero() && now.Sub(s.audit.retentionRan) < retentionEvery {
+		return false, nil
+	}
+	s.audit.retentionRan = now
+	cutoff := now.Add(-AuditWindow)
+	purges := []func(store.Tx) (int, error){
+		func(tx store.Tx) (int, error) { return tx.AuditEventsPurge(cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.AuditCountersPurge(cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.IdempotencyPurge(cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) {
+			return tx.SaltsPurge(cutoff.Add(-24 * time.Hour).Format(time.DateOnly))
+		},
+	}
+	for _, purge := range purges {
+		// Each table is drained batch by batch, a transaction per batch, so
+		// no purge holds the writer for long.
+		for {
+			var n int
+			err := s.store.Update(ctx, func(tx store.Tx) (err error) {
+				n, err = purge(tx)
+				return err
+			})
+			if err != nil {
+				return true, err
+			}
+			if n < retentionBatch {
+				break
+			}
+		}
+	}
+	return true, nil
+}
+
+// background flushes counters whose minute has passed and runs retention,
+// until the service closes; then it flushes every counter.
+func (s *Service) background() {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			_ = s.FlushCounters(context.Background(), true)
+			close(s.stopped)
+			return
+		case <-tick.C:
+			_ = s.FlushCounters(context.Background(), false)
+			_, _ = s.RunRetention(context.Background())
+		}
+	}
+}

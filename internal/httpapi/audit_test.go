@@ -1,0 +1,295 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+func adminAudit(s *testServer, query string) core.AuditPage {
+	s.t.Helper()
+	var page core.AuditPage
+	s.must(200, "GET", "/v1/admin/audit?limit=200&"+query, adminKey, nil).decode(s.t, &page)
+	return page
+}
+
+func eventActions(page core.AuditPage) map[string]tessera.AuditEvent {
+	out := map[string]tessera.AuditEvent{}
+	for _, e := range page.Events {
+		if _, seen := out[e.Action]; !seen {
+			out[e.Action] = e
+		}
+	}
+	return out
+}
+
+// Every successful action, reads included, leaves exactly one event with
+// who, what, which run, and a hashed address (SPEC §9).
+func TestAuditEventPerSuccessfulAction(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:*", "read", "enqueue", "claim")
+	s.must(200, "GET", "/v1/me", key, nil)
+	task := s.enqueue("main", key, map[string]any{"title": "audited"})
+	s.must(200, "GET", "/v1/tasks", key, nil)
+	s.must(200, "GET", "/v1/tasks/"+task.ID, key, nil)
+	s.must(200, "GET", "/v1/counts", key, nil)
+	c := s.claim("main", key, "default")
+	s.must(201, "POST", "/v1/tasks/"+task.ID+"/notes", key, map[string]any{"body": "hi"})
+	s.must(200, "GET", "/v1/claims/"+task.ID+"/events?since=0", key, nil)
+	s.must(200, "POST", "/v1/claims/"+task.ID+"/heartbeat", key, map[string]any{"lease_token": c.Lease.Token})
+	s.must(200, "POST", "/v1/claims/"+task.ID+"/release", key, map[string]any{"lease_token": c.Lease.Token})
+	c = s.claim("main", key, "default")
+	s.must(200, "POST", "/v1/claims/"+task.ID+"/submit", key, map[string]any{"lease_token": c.Lease.Token, "outcome": "succeeded"})
+	other := s.enqueue("main", key, map[string]any{"title": "second"})
+	s.must(200, "POST", "/v1/tasks/"+other.ID+"/pause", key, nil)
+	s.must(200, "POST", "/v1/tasks/"+other.ID+"/resume", key, nil)
+	s.must(200, "POST", "/v1/tasks/"+other.ID+"/cancel", key, nil)
+	s.must(200, "POST", "/v1/tasks/"+other.ID+"/retry", key, nil)
+
+	page := adminAudit(s, "principal="+pid)
+	got := eventActions(page)
+	for _, action := range []string{core.ActMe, core.ActTaskEnqueue, core.ActTaskList, core.ActTaskGet, core.ActCounts,
+		core.ActClaim, core.ActTaskNote, core.ActClaimEvents, core.ActHeartbeat, core.ActRelease, core.ActSubmit,
+		core.ActTaskPause, core.ActTaskResume, core.ActTaskCancel, core.ActTaskRetry} {
+		e, ok := got[action]
+		if !ok {
+			t.Errorf("no event for %s", action)
+			continue
+		}
+		if e.PrincipalID != pid || e.KeyID == "" || e.Namespace != "main" || e.IPHash == "" || e.Status < 200 || e.Status > 299 {
+			t.Errorf("%s event incomplete: %+v", action, e)
+		}
+	}
+	// The run is named when the target belongs to one.
+	if got[core.ActHeartbeat].RunID == "" || got[core.ActSubmit].RunID != c.Lease.RunID || got[core.ActClaim].RunID == "" {
+		t.Errorf("run ids: heartbeat %q submit %q claim %q", got[core.ActHeartbeat].RunID, got[core.ActSubmit].RunID, got[core.ActClaim].RunID)
+	}
+	// Exactly one event per action: 16 requests above, two claims, two
+	// enqueues.
+	if n := len(page.Events); n != 17 {
+		t.Errorf("%d events for 17 successful actions", n)
+	}
+	// Admin actions are audited too, under the admin's principal.
+	if _, ok := eventActions(adminAudit(s, ""))[core.ActKeyNew]; !ok {
+		t.Error("no event for the admin's key creation")
+	}
+}
+
+// Denials, failures, 429s, empty claims and long-poll timeouts are counted
+// per minute, never evented (SPEC §9).
+func TestAuditCountersForNoOps(t *testing.T) {
+	s := newTestServer(t, func(c *core.Config) { c.ClaimRate, c.ClaimBurst, c.AdmissionWait = 0.001, 3, 10*time.Millisecond })
+	key, pid := s.newKey("agent", "namespace:main", "read", "claim")
+	s.do("GET", "/v1/tasks", "tsk_nosuchkey_abcdefghijklmnopqrstuvwxyz0123", nil) // 401
+	s.do("GET", "/ns/other/v1/tasks", key, nil)                                   // 403
+	s.do("POST", "/v1/tasks", key, map[string]any{"title": "x"})                  // 403 (scope)
+	s.do("GET", "/v1/tasks?limit=999", key, nil)                                  // 400
+	s.must(204, "POST", "/v1/claims", key, map[string]any{"queue": "q"})
+	s.must(204, "POST", "/v1/claims", key, map[string]any{"queue": "q"})
+	s.must(204, "POST", "/v1/claims", key, map[string]any{"queue": "q"})
+	s.must(429, "POST", "/v1/claims", key, map[string]any{"queue": "q"})
+
+	want := map[string]int64{"unauthorized": 1, "forbidden": 2, "invalid_request": 1, "empty": 3, "rate_limited": 1}
+	var page core.AuditPage
+	s.must(200, "GET", "/v1/admin/audit", adminKey, nil).decode(t, &page)
+	got := map[string]int64{}
+	for _, c := range page.Counters {
+		got[c.Outcome] += c.Count
+		if c.Outcome == "unauthorized" && c.PrincipalID != tessera.Anonymous {
+			t.Errorf("a 401 is counted as %q, want anonymous", c.PrincipalID)
+		}
+		if c.Outcome == "empty" && (c.PrincipalID != pid || c.Action != core.ActClaim) {
+			t.Errorf("empty claim counter: %+v", c)
+		}
+	}
+	for outcome, n := range want {
+		if got[outcome] != n {
+			t.Errorf("counter %s = %d, want %d (all: %v)", outcome, got[outcome], n, got)
+		}
+	}
+	// None of them is an event.
+	for _, e := range page.Events {
+		if e.PrincipalID == pid {
+			t.Errorf("no-op left an event: %+v", e)
+		}
+	}
+}
+
+// A long-poll that times out is counted; a claim-events request is one
+// event however many looks it made.
+func TestAuditClaimEventsOncePerRequest(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "enqueue", "claim")
+	task := s.enqueue("main", key, map[string]any{})
+	s.claim("main", key, "default")
+	s.must(200, "GET", "/v1/claims/"+task.ID+"/events?since=0&wait=1", key, nil) // times out
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		s.do("POST", "/v1/tasks/"+task.ID+"/notes", key, map[string]any{"body": "wake"})
+	}()
+	s.must(200, "GET", "/v1/claims/"+task.ID+"/events?since=0&wait=10", key, nil) // wakes once
+
+	page := adminAudit(s, "principal="+pid+"&action="+core.ActClaimEvents)
+	if len(page.Events) != 1 {
+		t.Errorf("%d claim-events events, want 1", len(page.Events))
+	}
+	var timeouts int64
+	for _, c := range page.Counters {
+		if c.Outcome == core.OutcomeTimeout {
+			timeouts += c.Count
+		}
+	}
+	if timeouts != 1 {
+		t.Errorf("%d long-poll timeouts counted, want 1", timeouts)
+	}
+}
+
+// No key secret or lease token appears in any audit response, or anywhere
+// in the database file.
+func TestAuditHoldsNoSecrets(t *testing.T) {
+	s := newTestServer(t)
+	key, _ := s.newKey("agent", "namespace:main", "read", "enqueue", "claim")
+	s.enqueue("main", key, map[string]any{"payload": map[string]any{"secret-payload": "p4yl0ad"}})
+	c := s.claim("main", key, "default")
+	s.must(200, "POST", "/v1/claims/"+c.Task.ID+"/heartbeat", key, map[string]any{"lease_token": c.Lease.Token})
+	s.do("GET", "/v1/tasks", key[:len(key)-3]+"xyz", nil) // a wrong secret, counted
+	secret := key[strings.LastIndexByte(key, '_')+1:]
+	leaseSecret := c.Lease.Token[strings.IndexByte(c.Lease.Token, '.')+1:]
+
+	bodies := [][]byte{s.must(200, "GET", "/v1/admin/audit", adminKey, nil).Body, s.must(200, "GET", "/v1/me/audit", key, nil).Body}
+	for _, b := range bodies {
+		for _, needle := range []string{secret, leaseSecret, "p4yl0ad", "127.0.0.1"} {
+			if bytes.Contains(b, []byte(needle)) {
+				t.Errorf("audit response contains %q", needle)
+			}
+		}
+	}
+	s.Core.Close() // write buffered counters
+	dbPath := filepath.Join(filepath.Dir(s.dataFile()), "tessera.db")
+	for _, f := range []string{dbPath, dbPath + "-wal"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, needle := range []string{secret, leaseSecret, adminKey[strings.LastIndexByte(adminKey, '_')+1:]} {
+			if bytes.Contains(raw, []byte(needle)) {
+				t.Errorf("%s contains a secret", filepath.Base(f))
+			}
+		}
+	}
+}
+
+// ip_hash is computed over the address group: IPv4 as is, IPv6 by /64,
+// IPv4-mapped IPv6 by its IPv4.
+func TestAuditIPHashGrouping(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "read")
+	handler := s.HTTP.Config.Handler
+	from := func(remote string) string {
+		req := httptest.NewRequest("GET", "/v1/counts", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d", remote, rec.Code)
+		}
+		page := adminAudit(s, "principal="+pid+"&limit=1")
+		return page.Events[0].IPHash
+	}
+	v4 := from("198.51.100.7:1234")
+	mapped := from("[::ffff:198.51.100.7]:1234")
+	otherV4 := from("198.51.100.8:1234")
+	a := from("[2001:db8:1:2::1]:1234")
+	b := from("[2001:db8:1:2:ffff::9]:1234")
+	c := from("[2001:db8:1:3::1]:1234")
+	if v4 == "" || v4 != mapped {
+		t.Errorf("IPv4-mapped %q differs from IPv4 %q", mapped, v4)
+	}
+	if v4 == otherV4 {
+		t.Error("two IPv4 addresses share a hash")
+	}
+	if a != b {
+		t.Error("two addresses of one IPv6 /64 hash differently")
+	}
+	if a == c {
+		t.Error("two IPv6 /64s share a hash")
+	}
+}
+
+// Observational writes (§8): five keyed reads inside 60 s write the same
+// rows each; past 60 s exactly one profile write more; a changed kind is
+// written at once and seen by the next request.
+func TestAuditObservationalWrites(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "read")
+	written := func() int64 {
+		before := s.Meter.Today().RowsWritten
+		s.must(200, "GET", "/v1/counts", key, nil)
+		return s.Meter.Today().RowsWritten - before
+	}
+	first := written()
+	steady := written()
+	for i := range 3 {
+		s.Clock.Advance(10 * time.Second)
+		if w := written(); w != steady {
+			t.Errorf("read %d inside 60 s wrote %d rows, the second wrote %d", i+3, w, steady)
+		}
+	}
+	if first <= steady {
+		t.Errorf("first read wrote %d, later reads %d: no profile write on first use", first, steady)
+	}
+	s.Clock.Advance(61 * time.Second)
+	if w := written(); w != steady+1 {
+		t.Errorf("after 60 s a read wrote %d rows, want %d (one last_used_at write)", w, steady+1)
+	}
+	if w := written(); w != steady {
+		t.Errorf("right after the profile write a read wrote %d, want %d", w, steady)
+	}
+
+	s.must(200, "PATCH", "/v1/admin/principals/"+pid, adminKey, map[string]any{"kind": "service"})
+	var me core.Me
+	s.must(200, "GET", "/v1/me", key, nil).decode(t, &me)
+	if me.Principal.Kind != "service" {
+		t.Errorf("kind after change: %q", me.Principal.Kind)
+	}
+	if w := written(); w != steady {
+		t.Errorf("a read after the identity write wrote %d, want %d", w, steady)
+	}
+}
+
+// Audit reads reach back 24 h only; retention deletes what is older in
+// batches.
+func TestAuditWindowAndRetention(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "read")
+	for range 3 {
+		s.must(200, "GET", "/v1/counts", key, nil)
+	}
+	if n := len(adminAudit(s, "principal="+pid).Events); n != 3 {
+		t.Fatalf("%d events, want 3", n)
+	}
+	s.Clock.Advance(25 * time.Hour)
+	if n := len(adminAudit(s, "principal="+pid).Events); n != 0 {
+		t.Errorf("%d events older than 24 h still shown", n)
+	}
+	before := s.Meter.Today().RowsWritten
+	ran, err := s.Core.RunRetention(t.Context())
+	if err != nil || !ran {
+		t.Fatalf("retention: ran %v, %v", ran, err)
+	}
+	if deleted := s.Meter.Today().RowsWritten - before; deleted < 3 {
+		t.Errorf("retention wrote %d rows, want the 3 old events (and more) deleted", deleted)
+	}
+	if ran, _ := s.Core.RunRetention(t.Context()); ran {
+		t.Error("retention ran twice within 5 minutes")
+	}
+}

@@ -1,0 +1,175 @@
+package sqlite
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// auditNamespaces walks the distinct namespaces of an audit table through
+// its primary key, one index seek per namespace: reads across namespaces
+// use it instead of scanning the table.
+const auditNamespaces = `WITH RECURSIVE ns(n) AS (
+  SELECT (SELECT min(namespace) FROM %[1]s)
+  UNION ALL
+  SELECT (SELECT min(namespace) FROM %[1]s WHERE namespace > n) FROM ns WHERE n IS NOT NULL)
+`
+
+const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public`
+
+func (t *tx) AuditInsert(e *tessera.AuditEvent) error {
+	var run any
+	if e.RunID != "" {
+		run = e.RunID
+	}
+	_, err := t.c.exec(`INSERT INTO audit_events (`+auditEventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Namespace, e.ID, e.Time, e.PrincipalID, e.KeyID, e.Action, e.Target, run, e.Status, e.IPHash, e.Public)
+	return err
+}
+
+// auditScope picks the primary key an audit read walks: one namespace's,
+// or every namespace's through auditNamespaces. It returns the statement's
+// prefix (a WITH clause or ""), its WHERE clause and arguments.
+func auditScope(f store.AuditFilter, table string) (string, string, []any) {
+	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
+	if f.Namespace == "" {
+		with, where, args = fmt.Sprintf(auditNamespaces, table), ` WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL)`, nil
+	}
+	if f.PrincipalID != "" {
+		where += ` AND principal_id = ?`
+		args = append(args, f.PrincipalID)
+	}
+	return with, where, args
+}
+
+func (t *tx) AuditEvents(f store.AuditFilter) ([]tessera.AuditEvent, error) {
+	if f.Outcome != "" && f.Outcome != "ok" {
+		return nil, nil // events are successes only
+	}
+	with, where, args := auditScope(f, "audit_events")
+	where += ` AND id >= ?`
+	args = append(args, tessera.IDFloor(f.Since))
+	if f.Before != "" {
+		where += ` AND id < ?`
+		args = append(args, f.Before)
+	}
+	if f.Action != "" {
+		where += ` AND action = ?`
+		args = append(args, f.Action)
+	}
+	args = append(args, f.Limit)
+	var out []tessera.AuditEvent
+	err := t.c.query(with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`, args, func(s *sqlite3.Stmt) error {
+		out = append(out, tessera.AuditEvent{
+			Namespace: s.ColumnText(0), ID: s.ColumnText(1), Time: colTime(s, 2), PrincipalID: s.ColumnText(3),
+			KeyID: s.ColumnText(4), Action: s.ColumnText(5), Target: s.ColumnText(6), RunID: s.ColumnText(7),
+			Status: s.ColumnInt(8), IPHash: s.ColumnText(9), Public: s.ColumnBool(10),
+		})
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) AuditCountersAdd(cs []tessera.AuditCounter) error {
+	for _, c := range cs {
+		if _, err := t.c.exec(`INSERT INTO audit_counters (namespace, minute, principal_id, action, outcome, count)
+ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET count = count + excluded.count`,
+			c.Namespace, c.Minute.Unix()/60, c.PrincipalID, c.Action, c.Outcome, c.Count); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *tx) AuditCounters(f store.AuditFilter) ([]tessera.AuditCounter, error) {
+	with, where, args := auditScope(f, "audit_counters")
+	where += ` AND minute >= ?`
+	args = append(args, f.Since.Unix()/60)
+	if f.Action != "" {
+		where += ` AND action = ?`
+		args = append(args, f.Action)
+	}
+	if f.Outcome != "" {
+		where += ` AND outcome = ?`
+		args = append(args, f.Outcome)
+	}
+	args = append(args, f.Limit)
+	var out []tessera.AuditCounter
+	err := t.c.query(with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
+		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`, args, func(s *sqlite3.Stmt) error {
+		out = append(out, tessera.AuditCounter{
+			Namespace: s.ColumnText(0), Minute: time.Unix(s.ColumnInt64(1)*60, 0).UTC(), PrincipalID: s.ColumnText(2),
+			Action: s.ColumnText(3), Outcome: s.ColumnText(4), Count: s.ColumnInt64(5),
+		})
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) SaltGet(day string) ([]byte, error) {
+	var salt []byte
+	err := t.one(`SELECT salt FROM ip_salts WHERE day = ?`, []any{day}, func(s *sqlite3.Stmt) error {
+		salt = colBlob(s, 0)
+		return nil
+	})
+	return salt, err
+}
+
+func (t *tx) SaltPut(day string, salt []byte) ([]byte, error) {
+	if _, err := t.c.exec(`INSERT INTO ip_salts (day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, day, salt); err != nil {
+		return nil, err
+	}
+	return t.SaltGet(day)
+}
+
+func (t *tx) IdentityGet(ns, principalID string) (*tessera.NamespaceIdentity, error) {
+	var id *tessera.NamespaceIdentity
+	err := t.one(`SELECT account, kind, display_name, seen_at FROM namespace_identities WHERE namespace = ? AND principal_id = ?`,
+		[]any{ns, principalID}, func(s *sqlite3.Stmt) error {
+			id = &tessera.NamespaceIdentity{Namespace: ns, PrincipalID: principalID, Account: s.ColumnText(0),
+				Kind: s.ColumnText(1), DisplayName: s.ColumnText(2), SeenAt: colTime(s, 3)}
+			return nil
+		})
+	return id, err
+}
+
+func (t *tx) IdentityPut(id *tessera.NamespaceIdentity) error {
+	_, err := t.c.exec(`INSERT INTO namespace_identities (namespace, principal_id, account, kind, display_name, seen_at)
+ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET account = excluded.account, kind = excluded.kind,
+ display_name = excluded.display_name, seen_at = excluded.seen_at`,
+		id.Namespace, id.PrincipalID, id.Account, id.Kind, id.DisplayName, id.SeenAt)
+	return err
+}
+
+func (t *tx) PrincipalTouch(id string, at time.Time) error {
+	return mustChange(t.c.exec(`UPDATE principals SET last_used_at = ? WHERE id = ?`, at, id))
+}
+
+func (t *tx) AuditEventsPurge(before time.Time, limit int) (int, error) {
+	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
+ SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < ? LIMIT ?)`,
+		tessera.IDFloor(before), limit)
+	return int(n), err
+}
+
+func (t *tx) AuditCountersPurge(before time.Time, limit int) (int, error) {
+	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
+ SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
+ WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < ? LIMIT ?)`, before.Unix()/60, limit)
+	return int(n), err
+}
+
+func (t *tx) IdempotencyPurge(before time.Time, limit int) (int, error) {
+	n, err := t.c.exec(`DELETE FROM idempotency WHERE (namespace, principal_id, route, key) IN (
+ SELECT namespace, principal_id, route, key FROM idempotency WHERE created_at < ? LIMIT ?)`, before, limit)
+	return int(n), err
+}
+
+func (t *tx) SaltsPurge(beforeDay string) (int, error) {
+	n, err := t.c.exec(`DELETE FROM ip_salts WHERE day < ?`, beforeDay)
+	return int(n), err
+}

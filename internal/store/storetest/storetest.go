@@ -18,4 +18,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("identity", func(t *testing.T) { testIdentity(t, open) })
 	t.Run("tasks", func(t *testing.T) { testTasks(t, open) })
 	t.Run("records", func(t *testing.T) { testRecords(t, open) })
+	t.Run("public", func(t *testing.T) { testPublic(t, open) })
 }

@@ -1,0 +1,282 @@
+package discovery
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Route describes one HTTP route for the API description. The HTTP adapter
+// builds these from the same table it registers handlers from, so a route
+// cannot be served without being described.
+type Route struct {
+	Method string
+	// Path is the main-namespace path, with {name} path parameters.
+	Path string
+	// Namespaced routes also exist under /ns/{namespace}.
+	Namespaced bool
+	Summary    string
+	// Auth is "key" (any valid key), "admin", "public" (no key), or an
+	// action scope the key needs besides the namespace grant.
+	Auth string
+	// In and Out are zero values of the request body and the success
+	// response; nil means none. A struct In of a GET route, or any field
+	// of In tagged `query:"name"`, describes query parameters instead.
+	In, Out any
+	// Status is the success status (200 if zero).
+	Status int
+	// RawBody marks a route whose body is raw bytes, not JSON.
+	RawBody bool
+}
+
+var (
+	rawJSON  = reflect.TypeFor[json.RawMessage]()
+	timeType = reflect.TypeFor[time.Time]()
+	paramRE  = regexp.MustCompile(`\{([a-z_]+)\}`)
+)
+
+// schemas builds OpenAPI 3.1 (JSON Schema 2020-12) schemas from Go types,
+// collecting named structs as components.
+type schemas struct {
+	components map[string]any
+}
+
+func (s *schemas) of(t reflect.Type) map[string]any {
+	if t == rawJSON {
+		return map[string]any{"description": "any JSON value"}
+	}
+	if t == timeType {
+		return map[string]any{"type": "string", "format": "date-time"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		inner := s.of(t.Elem())
+		return map[string]any{"anyOf": []any{inner, map[string]any{"type": "null"}}}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": s.of(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": s.of(t.Elem())}
+	case reflect.Struct:
+		name := componentName(t)
+		if _, ok := s.components[name]; !ok {
+			s.components[name] = map[string]any{} // placeholder stops recursion
+			s.components[name] = s.object(t)
+		}
+		return map[string]any{"$ref": "#/components/schemas/" + name}
+	case reflect.Interface:
+		return map[string]any{}
+	}
+	return map[string]any{}
+}
+
+// object describes a struct's JSON fields, flattening embedded structs as
+// encoding/json does.
+func (s *schemas) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			props[name] = s.of(f.Type)
+			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+				required = append(required, name)
+			}
+		}
+	}
+	walk(t)
+	o := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		sort.Strings(required)
+		o["required"] = required
+	}
+	return o
+}
+
+func componentName(t reflect.Type) string {
+	pkg := t.PkgPath()
+	if i := strings.LastIndexByte(pkg, '/'); i >= 0 {
+		pkg = pkg[i+1:]
+	}
+	name := t.Name()
+	if name == "" {
+		name = "Anonymous"
+	}
+	// Domain types keep their name; adapter and core types get a prefix
+	// only when that keeps two types apart.
+	if pkg == "tessera" {
+		return name
+	}
+	return strings.ToUpper(pkg[:1]) + pkg[1:] + name
+}
+
+// queryParams lists the query parameters a GET route's In struct declares.
+func queryParams(in any) []any {
+	if in == nil {
+		return nil
+	}
+	t := reflect.TypeOf(in)
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []any
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			name := f.Tag.Get("query")
+			if name == "" {
+				continue
+			}
+			typ := "string"
+			if k := f.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 {
+				typ = "integer"
+			}
+			out = append(out, map[string]any{"name": name, "in": "query", "required": false,
+				"description": f.Tag.Get("doc"), "schema": map[string]any{"type": typ}})
+		}
+	}
+	walk(t)
+	return out
+}
+
+// errorStatuses are the failures every keyed route may answer, each with
+// the error body of SPEC §5.
+var errorStatuses = map[string]string{
+	"400": "invalid_request: malformed JSON, unknown field or bad value",
+	"401": "unauthorized: missing, malformed, unknown, expired or revoked key",
+	"403": "forbidden: no grant for the namespace, or the action scope is missing",
+	"404": "not_found",
+	"409": "lease_lost, version_conflict, invalid_state or idempotency_conflict",
+	"413": "payload_too_large",
+	"429": "rate_limited, with Retry-After",
+	"500": "internal",
+	"503": "storage_quota_exhausted (Retry-After, reset_at) or unavailable",
+}
+
+// OpenAPI builds the OpenAPI 3.1 document of routes. Each route appears
+// under /v1 and again under /ns/{namespace}/v1.
+func OpenAPI(cfg Config, routes []Route, errorBody any) ([]byte, error) {
+	sc := &schemas{components: map[string]any{}}
+	errRef := sc.of(reflect.TypeOf(errorBody))
+	paths := map[string]map[string]any{}
+	for _, r := range routes {
+		prefixes := []string{""}
+		if r.Namespaced {
+			prefixes = append(prefixes, "/ns/{namespace}")
+		}
+		for _, prefix := range prefixes {
+			path := prefix + r.Path
+			if paths[path] == nil {
+				paths[path] = map[string]any{}
+			}
+			paths[path][strings.ToLower(r.Method)] = operation(sc, r, path, prefix != "", errRef)
+		}
+	}
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":       "Tessera",
+			"version":     cfg.Version,
+			"description": "Work coordination for AI agents and other workers: namespaced task queues with leases, heartbeats and results. Every /v1 route also exists under /ns/{namespace}/v1.",
+		},
+		"servers": []any{map[string]any{"url": cfg.PublicURL}},
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": sc.components,
+			"securitySchemes": map[string]any{
+				"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "A Tessera key: tsk_<id>_<secret>"},
+			},
+		},
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[string]any) map[string]any {
+	op := map[string]any{
+		"summary":     r.Summary,
+		"operationId": operationID(r.Method, path),
+	}
+	var params []any
+	for _, m := range paramRE.FindAllStringSubmatch(path, -1) {
+		desc := "resource id"
+		if m[1] == "namespace" {
+			desc = "namespace name: ^[a-z0-9][a-z0-9-]{0,62}$"
+		}
+		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true,
+			"description": desc, "schema": map[string]any{"type": "string"}})
+	}
+	params = append(params, queryParams(r.In)...)
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+	switch {
+	case r.RawBody:
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+			"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+	case r.In != nil && r.Method != "GET" && r.Method != "DELETE":
+		op["requestBody"] = map[string]any{"required": false, "content": map[string]any{
+			"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.In))}}}
+	}
+	status := r.Status
+	if status == 0 {
+		status = 200
+	}
+	ok := map[string]any{"description": "success"}
+	if r.Out != nil {
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.Out))}}
+	}
+	responses := map[string]any{strconv.Itoa(status): ok}
+	if r.Path == "/claims" && r.Method == "POST" {
+		responses["204"] = map[string]any{"description": "nothing ready; Retry-After advises when to poll again"}
+	}
+	errContent := map[string]any{"application/json": map[string]any{"schema": errRef}}
+	for code, desc := range errorStatuses {
+		responses[code] = map[string]any{"description": desc, "content": errContent}
+	}
+	op["responses"] = responses
+	if r.Auth != "public" || namespaced {
+		op["security"] = []any{map[string]any{"bearer": []any{}}}
+	} else {
+		op["security"] = []any{}
+	}
+	return op
+}
+
+func operationID(method, path string) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(method))
+	for _, part := range strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == '.' || r == '-' || r == '_' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/tessera-dev/tessera/internal/discovery"
+)
+
+// Describe lists every route the server registers, for the API
+// description: the API routes from the route table, then the discovery
+// documents.
+func (s *Server) Describe() []discovery.Route {
+	var out []discovery.Route
+	for _, rt := range s.routes() {
+		auth := string(rt.action)
+		switch {
+		case rt.access == anyKey:
+			auth = "key"
+		case rt.access == adminOnly:
+			auth = "admin"
+		case auth == "":
+			auth = "namespace grant"
+		}
+		d := discovery.Route{Method: rt.method, Path: "/v1" + rt.path, Namespaced: true,
+			Summary: rt.summary, Auth: auth, In: rt.in, Out: rt.out, Status: http.StatusOK}
+		if c, ok := rt.out.(created); ok {
+			d.Out, d.Status = c.body, http.StatusCreated
+		}
+		if rt.out == nil {
+			d.Status = http.StatusNoContent
+		}
+		if _, ok := rt.in.(rawBody); ok {
+			d.In, d.RawBody = nil, true
+		}
+		out = append(out, d)
+	}
+	for _, rt := range s.publicRoutes() {
+		out = append(out, discovery.Route{Method: rt.method, Path: rt.path, Namespaced: true,
+			Summary: rt.summary, Auth: "public", In: rt.in, Out: rt.out, Status: http.StatusOK})
+	}
+	for _, p := range discovery.Paths {
+		out = append(out, discovery.Route{Method: http.MethodGet, Path: p, Summary: "Discovery document", Auth: "public"})
+	}
+	return out
+}
+
+// created marks a route's out prototype as answered with 201 Created.
+type created struct{ body any }
+
+// rawBody marks a route whose request body is raw bytes, not JSON.
+type rawBody struct{}
+
+func (s *Server) discoveryConfig(cfg Config) discovery.Config {
+	c := s.core.Config()
+	return discovery.Config{
+		PublicURL: cfg.PublicURL, Version: cfg.Version,
+		MaxBodyBytes: MaxBodyBytes,
+		ClaimRate:    c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,
+	}
+}

@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// The public state reads. The tables they walk (public_counts,
+// public_tasks, public_ready, public_events) are kept by the triggers of
+// migration 0004, so every read here costs the rows it returns plus a few
+// seeks, whatever the number of tasks and events in the namespace.
+
+func (t *tx) PublicCounts(ns string) ([]store.QueueCount, error) {
+	var out []store.QueueCount
+	err := t.c.query(`SELECT queue, state, count FROM public_counts WHERE namespace = ? ORDER BY queue, state`,
+		[]any{ns}, func(s *sqlite3.Stmt) error {
+			out = append(out, store.QueueCount{Queue: s.ColumnText(0), State: s.ColumnText(1), Count: s.ColumnInt(2)})
+			return nil
+		})
+	return out, err
+}
+
+// queueList passes a list of queues as one JSON parameter, so the
+// statement text (and its prepared statement) is the same for any number.
+func queueList(queues []string) (string, error) {
+	b, err := json.Marshal(queues)
+	return string(b), err
+}
+
+func (t *tx) PublicLapsedLeases(ns string, queues []string, now time.Time) (map[string]int, error) {
+	out := map[string]int{}
+	if len(queues) == 0 {
+		return out, nil
+	}
+	list, err := queueList(queues)
+	if err != nil {
+		return nil, err
+	}
+	// One query through the claim index: (namespace, queue IN list,
+	// state = 'leased') is a key prefix, so it visits the leased tasks of
+	// those queues only — bounded by the workers holding leases, not by
+	// the tasks stored — and reads each one's expiry and public flag.
+	err = t.c.query(`SELECT queue, count(*) FROM tasks
+ WHERE namespace = ? AND queue IN (SELECT value FROM json_each(?)) AND state = 'leased'
+   AND lease_expires_at <= ? AND public
+ GROUP BY queue`, []any{ns, list, now}, func(s *sqlite3.Stmt) error {
+		out[s.ColumnText(0)] = s.ColumnInt(1)
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) PublicOldestReady(ns string, queues []string, now time.Time) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(queues) == 0 {
+		return out, nil
+	}
+	list, err := queueList(queues)
+	if err != nil {
+		return nil, err
+	}
+	// One seek per queue: public_ready is ordered by run_at within a queue,
+	// so its first entry is the oldest; it counts only if its time came.
+	err = t.c.query(`SELECT q.value, (SELECT r.run_at FROM public_ready r
+   WHERE r.namespace = ? AND r.queue = q.value ORDER BY r.run_at LIMIT 1)
+ FROM json_each(?) q`, []any{ns, list}, func(s *sqlite3.Stmt) error {
+		if s.ColumnType(1) == sqlite3.NULL {
+			return nil
+		}
+		if at := colTime(s, 1); !at.After(now) {
+			out[s.ColumnText(0)] = at
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) PublicTasks(ns string, limit int) ([]store.PublicTask, error) {
+	var out []store.PublicTask
+	// The columns the board shows and nothing else: no brief, payload,
+	// result, progress or lease.
+	err := t.c.query(`SELECT t.id, t.queue, t.title, t.state, t.priority, t.run_at, t.updated_at
+ FROM public_tasks p JOIN tasks t ON t.namespace = p.namespace AND t.id = p.id
+ WHERE p.namespace = ? ORDER BY p.id DESC LIMIT ?`, []any{ns, limit}, func(s *sqlite3.Stmt) error {
+		out = append(out, store.PublicTask{ID: s.ColumnText(0), Queue: s.ColumnText(1), Title: s.ColumnText(2),
+			State: s.ColumnText(3), Priority: s.ColumnInt(4), RunAt: colTime(s, 5), UpdatedAt: colTime(s, 6)})
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) AuditPublicEvents(ns string, since time.Time, before string, limit int) ([]store.PublicEvent, error) {
+	sql := `SELECT e.id, e.time, e.action, e.target, e.run_id, tk.title,
+   coalesce(i.display_name, pr.display_name, ''), coalesce(i.kind, pr.kind, '')
+ FROM public_events p
+ JOIN audit_events e ON e.namespace = p.namespace AND e.id = p.id
+ LEFT JOIN tasks tk ON tk.namespace = e.namespace AND tk.id = e.target AND tk.public
+ LEFT JOIN namespace_identities i ON i.namespace = e.namespace AND i.principal_id = e.principal_id
+ LEFT JOIN principals pr ON pr.id = e.principal_id
+ WHERE p.namespace = ? AND p.id >= ?`
+	args := []any{ns, tessera.IDFloor(since)}
+	if before != "" {
+		sql += ` AND p.id < ?`
+		args = append(args, before)
+	}
+	sql += ` ORDER BY p.id DESC LIMIT ?`
+	var out []store.PublicEvent
+	err := t.c.query(sql, append(args, limit), func(s *sqlite3.Stmt) error {
+		out = append(out, store.PublicEvent{ID: s.ColumnText(0), Time: colTime(s, 1), Action: s.ColumnText(2),
+			Target: s.ColumnText(3), RunID: s.ColumnText(4), Title: s.ColumnText(5), By: s.ColumnText(6), ByKind: s.ColumnText(7)})
+		return nil
+	})
+	return out, err
+}

@@ -18,6 +18,7 @@ const usage = `usage: tessera <command> [flags]
 commands:
   serve              run the server (see tessera serve -h)
   admin create-key   create an admin principal and key, offline
+  bench rows         measure the storage rows each kind of request costs
   version            print the version
 
 Every flag can also be set as TESSERA_<FLAG> in the environment
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("unknown admin command")
 		}
 		return adminCreateKey(ctx, args[2:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return nil

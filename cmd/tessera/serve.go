@@ -10,19 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
-	"github.com/tessera-dev/tessera/internal/store/sqlite"
-	"github.com/tessera-dev/tessera/internal/tessera"
 )
-
-// keyCacheTTL is how long a key resolution is trusted (SPEC §4: ≤ 5 s).
-const keyCacheTTL = 5 * time.Second
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -30,6 +24,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
 	storeKind := fs.String("store", "sqlite", "storage backend: sqlite")
+	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	cfg := core.DefaultConfig()
@@ -37,6 +32,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.ClaimBurst, "claim-burst", cfg.ClaimBurst, "claim burst per key")
 	fs.IntVar(&cfg.ClaimConcurrency, "claim-concurrency", cfg.ClaimConcurrency, "claims in flight per key")
 	fs.DurationVar(&cfg.AdmissionWait, "claim-admission-wait", cfg.AdmissionWait, "how long a claim over its bound waits before 429")
+	fs.Int64Var(&cfg.MaxBlobBytes, "max-blob-bytes", cfg.MaxBlobBytes, "largest blob upload, in bytes")
+	var allowance meter.Allowance
+	fs.Int64Var(&allowance.RowsWrittenPerDay, "storage-rows-written-per-day", 0, "daily allowance of rows written (0 = unlimited)")
+	fs.Int64Var(&allowance.RowsReadPerDay, "storage-rows-read-per-day", 0, "daily allowance of rows read (0 = unlimited)")
+	auditReads := fs.String("audit-reads", "events", "events: an audit event per keyed read; counted: count reads instead, so they work while writes are refused")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,30 +46,46 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.ClaimRate <= 0 || cfg.ClaimBurst < 1 || cfg.ClaimConcurrency < 1 {
 		return errors.New("claim rate, burst and concurrency must be positive")
 	}
+	switch *auditReads {
+	case "events":
+	case "counted":
+		cfg.CountReads = true
+	default:
+		return fmt.Errorf("--audit-reads %q: want events or counted", *auditReads)
+	}
+	if allowance.RowsWrittenPerDay < 0 || allowance.RowsReadPerDay < 0 {
+		return errors.New("storage allowances must be ≥ 0")
+	}
+	if cfg.MaxBlobBytes < 1 {
+		return errors.New("--max-blob-bytes must be positive")
+	}
 	log := newLogger(*logFormat, stderr)
 
 	if err := os.MkdirAll(*data, 0o700); err != nil {
 		return err
 	}
-	clock := tessera.SystemClock{}
-	m := meter.New(clock)
-	db, err := sqlite.Open(ctx, filepath.Join(*data, "tessera.db"), m)
+	if *publicURL == "" {
+		*publicURL = "http://" + *addr
+	}
+	a, err := app.Open(ctx, app.Options{DataDir: *data, Core: cfg, Allowance: allowance, Log: log,
+		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version}})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-
-	created, err := core.Bootstrap(ctx, db, clock, os.Getenv("TESSERA_ADMIN_KEY"))
-	if err != nil {
-		return err
+	defer a.Close()
+	if a.Refused != nil {
+		log.Warn("storage allowance spent; serving without a store until it resets", "err", a.Refused)
 	}
-	if created != "" {
-		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", created)
+	if a.CreatedKey != "" {
+		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", a.CreatedKey)
 	}
-
-	svc := core.New(db, auth.NewAuthenticator(db, clock, keyCacheTTL), m, clock, cfg)
+	meterCtx, stopMeter := context.WithCancel(context.Background())
+	meterDone := make(chan struct{})
+	go func() { a.Meter.Persist(meterCtx, 2*time.Second); close(meterDone) }()
+	defer func() { stopMeter(); <-meterDone }()
+	svc := a.Core
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, log),
+		Handler:           a.API,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
@@ -79,6 +95,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version)
 
+	// Uploads not committed within an hour are swept (SPEC §7); the sweep
+	// stops before the store closes.
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-tick.C:
+				if _, err := svc.SweepUploads(sweepCtx); err != nil {
+					log.Warn("upload sweep", "err", err)
+				}
+			}
+		}
+	}()
+	defer func() { stopSweep(); <-sweepDone }()
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -86,12 +123,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Stop accepting, end long-polls, let in-flight requests finish.
+	// Stop accepting, end long-polls, let in-flight requests finish, then
+	// write what they counted.
 	log.Info("tessera draining")
 	svc.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	err = srv.Shutdown(shutdownCtx)
+	if ferr := svc.FlushCounters(context.Background(), true); ferr != nil {
+		log.Warn("counters not written", "err", ferr)
+	}
+	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	log.Info("tessera stopped")

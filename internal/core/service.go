@@ -26,11 +26,16 @@ type Config struct {
 	ClaimConcurrency int
 	// AdmissionWait is how long a claim over the bound waits before 429.
 	AdmissionWait time.Duration
+	// CountReads counts keyed reads instead of writing an audit event per
+	// read (--audit-reads=counted).
+	CountReads bool
+	// MaxBlobBytes bounds one blob upload (SPEC §5: 32 MiB).
+	MaxBlobBytes int64
 }
 
 // DefaultConfig returns the defaults of SPEC §6.
 func DefaultConfig() Config {
-	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second}
+	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second, MaxBlobBytes: DefaultMaxBlobBytes}
 }
 
 // Service is the coordinator of §2: one per process, holding only state
@@ -45,35 +50,54 @@ type Service struct {
 	signals   *signals
 	admission *admission
 	hints     *hints
+	blob      blobState // blob.go: the byte store and its locks
+	snaps     snapshots // snapshot.go: public health, board and activity
+
+	audit *auditor
 
 	nsMu  sync.Mutex
 	known map[string]bool // namespaces known to exist in the store
+	// identities is the namespace identity snapshot as last written.
+	identities map[string]tessera.NamespaceIdentity
 
 	done      chan struct{}
+	stopped   chan struct{}
 	closeOnce sync.Once
 }
 
 // New returns a Service over s.
 func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clock, cfg Config) *Service {
-	return &Service{
-		store:     s,
-		auth:      a,
-		meter:     m,
-		clock:     clock,
-		cfg:       cfg,
-		signals:   newSignals(),
-		admission: newAdmission(cfg),
-		hints:     newHints(),
-		known:     map[string]bool{},
-		done:      make(chan struct{}),
+	svc := &Service{
+		store:      s,
+		auth:       a,
+		meter:      m,
+		clock:      clock,
+		cfg:        cfg,
+		signals:    newSignals(),
+		admission:  newAdmission(cfg),
+		hints:      newHints(),
+		audit:      newAuditor(),
+		known:      map[string]bool{},
+		identities: map[string]tessera.NamespaceIdentity{},
+		done:       make(chan struct{}),
+		stopped:    make(chan struct{}),
 	}
+	// State changes drop the namespace's public snapshot (statechange.go).
+	svc.store = watchedStore{Store: s, changed: svc.StateChanged}
+	go svc.background()
+	return svc
 }
 
 // Close ends every long-poll at once (they answer as if their wait ran
-// out), so a graceful shutdown does not wait 20 s for idle workers.
+// out), so a graceful shutdown does not wait 20 s for idle workers, and
+// writes the buffered counters.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.done) })
+	<-s.stopped
 }
+
+// Config returns the configuration the service runs with.
+func (s *Service) Config() Config { return s.cfg }
 
 // Auth returns the authenticator the service checks keys with.
 func (s *Service) Auth() *auth.Authenticator { return s.auth }
@@ -117,11 +141,15 @@ func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error
 		return fn(tx)
 	})
 	if err == nil {
-		s.nsMu.Lock()
-		s.known[ns] = true
-		s.nsMu.Unlock()
+		s.markKnown(ns)
 	}
 	return err
+}
+
+func (s *Service) markKnown(ns string) {
+	s.nsMu.Lock()
+	s.known[ns] = true
+	s.nsMu.Unlock()
 }
 
 // notFound maps a store miss to the API's not_found for kind/id.

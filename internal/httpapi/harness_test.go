@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/blobfs"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -33,14 +34,20 @@ type testServer struct {
 	DB    *sqlite.DB
 	Core  *core.Service
 	HTTP  *httptest.Server
+	// Dir is the data directory: the SQLite file and the blob bytes.
+	Dir string
 }
+
+// dataFile is the path of the server's SQLite file.
+func (s *testServer) dataFile() string { return filepath.Join(s.Dir, "tessera.db") }
 
 func newTestServer(t testing.TB, configure ...func(*core.Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	clock := tessera.NewManualClock(time.Now())
 	m := meter.New(clock)
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tessera.db"), m)
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "tessera.db"), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +59,23 @@ func newTestServer(t testing.TB, configure ...func(*core.Config)) *testServer {
 		f(&cfg)
 	}
 	svc := core.New(db, auth.NewAuthenticator(db, clock, 5*time.Second), m, clock, cfg)
+	blobs, err := blobfs.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetBlobs(blobs)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	hs := httptest.NewServer(httpapi.New(svc, log))
+	api, err := httpapi.New(svc, log, httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		svc.Close()
 		hs.Close()
 		db.Close()
 	})
-	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: m, DB: db, Core: svc, HTTP: hs}
+	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: m, DB: db, Core: svc, HTTP: hs, Dir: dir}
 }
 
 // response is a finished HTTP exchange.

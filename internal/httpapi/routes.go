@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,14 +15,14 @@ import (
 // routes is the table every handler is registered from, under /v1 and
 // /ns/{namespace}/v1 alike.
 func (s *Server) routes() []route {
-	return append(s.taskRoutes(), s.recordRoutes()...)
+	return slices.Concat(s.taskRoutes(), s.recordRoutes(), s.auditRoutes())
 }
 
 func (s *Server) taskRoutes() []route {
 	return []route{
 		{"GET", "/me", anyKey, "", "The caller's principal and key", s.me, nil, core.Me{}},
 
-		{"POST", "/tasks", granted, tessera.ActionEnqueue, "Enqueue a task", s.enqueue, core.EnqueueParams{}, tessera.Task{}},
+		{"POST", "/tasks", granted, tessera.ActionEnqueue, "Enqueue a task", s.enqueue, core.EnqueueParams{}, created{tessera.Task{}}},
 		{"GET", "/tasks", granted, tessera.ActionRead, "List tasks, newest first", s.listTasks, nil, core.TaskPage{}},
 		{"GET", "/tasks/{id}", granted, tessera.ActionRead, "A task with its runs", s.getTask, nil, tessera.Task{}},
 		{"POST", "/tasks/{id}/cancel", granted, tessera.ActionEnqueue, "Cancel a task", s.changeTask(core.ChangeCancel), nil, tessera.Task{}},
@@ -30,7 +31,7 @@ func (s *Server) taskRoutes() []route {
 		{"POST", "/tasks/{id}/retry", granted, tessera.ActionEnqueue, "Retry a dead or canceled task", s.changeTask(core.ChangeRetry), nil, tessera.Task{}},
 		// Notes come from producers (enqueue) or the lease holder (claim):
 		// the edge checks the grant, the core the rest.
-		{"POST", "/tasks/{id}/notes", granted, "", "Leave a note for the lease holder", s.addNote, noteParams{}, tessera.TaskEvent{}},
+		{"POST", "/tasks/{id}/notes", granted, "", "Leave a note for the lease holder", s.addNote, noteParams{}, created{tessera.TaskEvent{}}},
 		{"GET", "/counts", granted, tessera.ActionRead, "Task counts by queue and state", s.counts, nil, countsResponse{}},
 
 		{"POST", "/claims", granted, tessera.ActionClaim, "Claim the next ready task of a queue", s.claim, core.ClaimParams{}, core.Claimed{}},
@@ -39,19 +40,20 @@ func (s *Server) taskRoutes() []route {
 		{"POST", "/claims/{task}/release", granted, tessera.ActionClaim, "Give a task back without using an attempt", s.release, core.ReleaseParams{}, tessera.Task{}},
 		{"GET", "/claims/{task}/events", granted, tessera.ActionClaim, "Long-poll the events of a held task", s.claimEvents, nil, core.ClaimEvents{}},
 
-		{"POST", "/admin/principals", adminOnly, "", "Create a principal", s.createPrincipal, core.PrincipalParams{}, tessera.Principal{}},
+		{"POST", "/admin/principals", adminOnly, "", "Create a principal", s.createPrincipal, core.PrincipalParams{}, created{tessera.Principal{}}},
 		{"GET", "/admin/principals", adminOnly, "", "List principals", s.listPrincipals, nil, core.PrincipalPage{}},
 		{"PATCH", "/admin/principals/{id}", adminOnly, "", "Change a principal", s.updatePrincipal, core.PrincipalPatch{}, tessera.Principal{}},
-		{"POST", "/admin/keys", adminOnly, "", "Create a key; its secret is returned once", s.createKey, core.KeyParams{}, core.NewKey{}},
+		{"POST", "/admin/keys", adminOnly, "", "Create a key; its secret is returned once", s.createKey, core.KeyParams{}, created{core.NewKey{}}},
 		{"GET", "/admin/keys", adminOnly, "", "List keys (no secrets)", s.listKeys, nil, core.KeyPage{}},
 		{"DELETE", "/admin/keys/{id}", adminOnly, "", "Revoke a key", s.revokeKey, nil, nil},
 		{"GET", "/admin/namespaces", adminOnly, "", "List namespaces", s.listNamespaces, nil, namespacesResponse{}},
 		{"GET", "/admin/storage", adminOnly, "", "Today's metered storage rows", s.storage, nil, meter.Totals{}},
+		{"PUT", "/admin/storage/allowance", adminOnly, "", "Change the daily storage allowance (0 = unlimited)", s.setAllowance, meter.Allowance{}, meter.Totals{}},
 	}
 }
 
 func (s *Server) me(c *call) error {
-	me, err := s.core.WhoAmI(c.ctx, c.actor)
+	me, err := s.core.WhoAmI(c.ctx, c.actor, c.ns)
 	if err != nil {
 		return err
 	}
@@ -322,6 +324,18 @@ func (s *Server) listNamespaces(c *call) error {
 
 func (s *Server) storage(c *call) error {
 	t, err := s.core.StorageToday(c.ctx, c.actor)
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, t)
+}
+
+func (s *Server) setAllowance(c *call) error {
+	var a meter.Allowance
+	if err := c.decode(&a); err != nil {
+		return err
+	}
+	t, err := s.core.SetAllowance(c.ctx, c.actor, a)
 	if err != nil {
 		return err
 	}

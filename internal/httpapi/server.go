@@ -9,11 +9,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/discovery"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -26,19 +28,54 @@ type Server struct {
 	core *core.Service
 	log  *slog.Logger
 	mux  *http.ServeMux
+	docs *discovery.Docs
+	// patterns records every registered pattern, so a test can hold the
+	// API description to all of them.
+	patterns []string
 }
 
-// New returns a Server over svc.
-func New(svc *core.Service, log *slog.Logger) *Server {
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
+
+// Patterns returns every pattern the server registered.
+func (s *Server) Patterns() []string { return s.patterns }
+
+// Config is what the server tells the world about itself.
+type Config struct {
+	// PublicURL is the base URL clients reach the server at.
+	PublicURL string
+	Version   string
+}
+
+// New returns a Server over svc. The discovery documents are rendered here,
+// once, from the same route table the handlers are registered from.
+func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 	s := &Server{core: svc, log: log, mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
-		s.mux.HandleFunc(rt.method+" /v1"+rt.path, s.handler(rt, false))
-		s.mux.HandleFunc(rt.method+" /ns/{namespace}/v1"+rt.path, s.handler(rt, true))
+		s.handle(rt.method+" /v1"+rt.path, s.handler(rt, false))
+		s.handle(rt.method+" /ns/{namespace}/v1"+rt.path, s.handler(rt, true))
+	}
+	for _, rt := range s.publicRoutes() {
+		s.handle(rt.method+" "+rt.path, s.handler(rt, false))
+		s.handle(rt.method+" /ns/{namespace}"+rt.path, s.handler(rt, true))
+	}
+	docs, err := discovery.New(s.discoveryConfig(cfg), s.Describe(), ErrorBody{})
+	if err != nil {
+		return nil, err
+	}
+	s.docs = docs
+	for _, p := range discovery.Paths {
+		if p == "/" {
+			p = "/{$}"
+		}
+		s.handle("GET "+p, docs.Handler())
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, tessera.Errorf(tessera.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
-	return s
+	return s, nil
 }
 
 // access says what the edge demands before a handler runs.
@@ -52,6 +89,10 @@ const (
 	granted
 	// adminOnly needs the admin scope.
 	adminOnly
+	// publicMain needs nothing on the main namespace when no key is sent
+	// (no key or identity lookup at all); under /ns/{namespace}, or with a
+	// key, it is granted with the route's action.
+	publicMain
 )
 
 // route is one entry of the table every handler is registered from.
@@ -91,12 +132,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"duration_ms", time.Since(start).Milliseconds(),
 			"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())
 	}()
-	if r.ContentLength > MaxBodyBytes {
+	limit := s.bodyLimit(r) // records.go: blob uploads get the blob limit
+	if r.ContentLength > limit {
 		// Refuse before reading anything of the body (SPEC §5).
-		writeError(rec, s.log, tooLarge())
+		writeError(rec, s.log, tessera.Errorf(tessera.CodePayloadTooLarge, "the request body is over %d bytes", limit))
 		return
 	}
-	r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
+	r.Body = http.MaxBytesReader(rec, r.Body, limit)
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		ctx = core.WithClient(ctx, ap.Addr())
+	}
 	s.mux.ServeHTTP(rec, r.WithContext(ctx))
 }
 
@@ -106,28 +151,47 @@ func (s *Server) handler(rt route, namespaced bool) http.HandlerFunc {
 			rec.route = rt.method + " " + rt.path
 		}
 		c := &call{w: w, r: r, ns: tessera.MainNamespace, ctx: r.Context()}
-		if namespaced {
-			c.ns = r.PathValue("namespace")
-			if !tessera.ValidNamespace(c.ns) {
-				writeError(w, s.log, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$"))
-				return
-			}
-		}
-		if err := s.edge(c, rt); err != nil {
-			writeError(w, s.log, err)
+		err := s.serve(c, rt, namespaced)
+		if err == nil {
 			return
 		}
-		if err := rt.handle(c); err != nil {
-			writeError(w, s.log, err)
+		writeError(w, s.log, err)
+		// Every failure is counted, never evented (SPEC §9); a malformed
+		// namespace is counted under main, since it names none.
+		principal := ""
+		if c.actor != nil {
+			principal = c.actor.Principal.ID
+		}
+		if !tessera.ValidNamespace(c.ns) {
+			c.ns = tessera.MainNamespace
+		}
+		s.core.Count(principal, c.ns, opOf(rt), string(tessera.ErrorCode(err)))
+	}
+}
+
+func (s *Server) serve(c *call, rt route, namespaced bool) error {
+	if namespaced {
+		c.ns = c.r.PathValue("namespace")
+		if !tessera.ValidNamespace(c.ns) {
+			return tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
 		}
 	}
+	if err := s.edge(c, rt); err != nil {
+		return err
+	}
+	return rt.handle(c)
 }
 
 // edge is steps 1 and 2 of §4: a valid key, then the grant and scope, all
 // before any namespace work.
 func (s *Server) edge(c *call, rt route) error {
-	bearer, ok := strings.CutPrefix(c.r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	header := c.r.Header.Get("Authorization")
+	if rt.access == publicMain && header == "" && c.ns == tessera.MainNamespace {
+		return nil
+	}
+	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
+	scheme, bearer, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return tessera.ErrUnauthorized
 	}
 	actor, err := s.core.Auth().Authenticate(c.ctx, strings.TrimSpace(bearer))
@@ -136,7 +200,7 @@ func (s *Server) edge(c *call, rt route) error {
 	}
 	c.actor = actor
 	switch rt.access {
-	case granted:
+	case granted, publicMain:
 		return actor.Check(c.ns, rt.action)
 	case adminOnly:
 		return actor.Check(c.ns, tessera.ActionAdmin)
@@ -165,3 +229,6 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// opOf names a route's operation in counters.
+func opOf(rt route) string { return rt.method + " " + rt.path }

@@ -34,6 +34,8 @@ type Store interface {
 // core does.
 type Tx interface {
 	RecordTx
+	AuditTx
+	PublicTx
 
 	PrincipalCreate(p *tessera.Principal) error
 	PrincipalGet(id string) (*tessera.Principal, error)
@@ -119,3 +121,15 @@ type Idempotency struct {
 	Response    []byte
 	CreatedAt   time.Time
 }
+
+// Refusing returns a Store that answers every call with err: what a server
+// serves from when its store could not be opened (say, the storage
+// allowance refused the schema's creation), so discovery still answers and
+// everything else gets the honest error.
+func Refusing(err error) Store { return refusing{err} }
+
+type refusing struct{ err error }
+
+func (r refusing) Update(context.Context, func(Tx) error) error { return r.err }
+func (r refusing) View(context.Context, func(Tx) error) error   { return r.err }
+func (r refusing) Close() error                                 { return nil }

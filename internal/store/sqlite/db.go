@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,12 +51,19 @@ var _ store.Store = (*DB)(nil)
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date. An up-to-date store is opened without writing.
 func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		// Not even an empty file is created while writes are refused.
+		if err := m.WriteRefusal(); err != nil {
+			return nil, err
+		}
+	}
 	db := &DB{meter: m, readers: make(chan *conn, readers)}
 	var err error
 	db.writer, err = openConn(path, false)
 	if err != nil {
 		return nil, err
 	}
+	db.writer.guard = db.guard
 	if err := db.migrate(ctx); err != nil {
 		db.writer.close()
 		return nil, err
@@ -65,9 +74,10 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 			db.Close()
 			return nil, err
 		}
+		c.guard = db.guard
 		db.readers <- c
 	}
-	if err := db.loadIndexCounts(ctx); err != nil {
+	if db.indexes, err = indexCounts(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -104,7 +114,17 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	c := db.writer
 	c.reset()
-	err := c.transact("BEGIN IMMEDIATE", func() error { return fn(&tx{c: c}) })
+	refusing := db.meter.WriteRefusal() != nil
+	if err := c.queryOnly(refusing); err != nil {
+		return err
+	}
+	// Under query_only SQLite will not take the write lock, and nothing
+	// may write anyway: a plain BEGIN lets the reads through.
+	begin := "BEGIN IMMEDIATE"
+	if refusing {
+		begin = "BEGIN"
+	}
+	err := c.transact(begin, func() error { return fn(&tx{c: c}) })
 	var written int64
 	if err == nil {
 		for table, n := range c.rowsByTable {
@@ -153,6 +173,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	if version >= len(files) {
 		return nil
 	}
+	if err := db.meter.WriteRefusal(); err != nil {
+		return err
+	}
 	// The missing migrations run in one transaction, so a crash leaves the
 	// store at its old version, never half-migrated.
 	return c.transact("BEGIN IMMEDIATE", func() error {
@@ -172,15 +195,38 @@ func (db *DB) migrate(ctx context.Context) error {
 	})
 }
 
-func (db *DB) loadIndexCounts(ctx context.Context) error {
-	db.indexes = map[string]int64{}
-	return db.View(ctx, func(t store.Tx) error {
-		return t.(*tx).c.query(`SELECT tbl_name, count(*) FROM sqlite_schema WHERE type = 'index' GROUP BY tbl_name`, nil,
-			func(s *sqlite3.Stmt) error {
-				db.indexes[s.ColumnText(0)] = s.ColumnInt64(1)
-				return nil
-			})
-	})
+// indexRE finds the index statements of the migrations.
+var indexRE = regexp.MustCompile(`(?is)\b(CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+(\w+)|DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?(\w+))`)
+
+// indexCounts derives how many secondary indexes each table has from the
+// migrations themselves, so a cold start need not read the schema to meter
+// (TestIndexCountsMatchSchema holds this to sqlite_schema). Every table is
+// WITHOUT ROWID, so no table has a hidden rowid index to count.
+func indexCounts() (map[string]int64, error) {
+	files, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	table := map[string]string{} // index → table
+	for _, name := range files {
+		sql, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range indexRE.FindAllStringSubmatch(string(sql), -1) {
+			if m[2] != "" {
+				table[strings.ToLower(m[2])] = strings.ToLower(m[3])
+			} else {
+				delete(table, strings.ToLower(m[4]))
+			}
+		}
+	}
+	counts := map[string]int64{}
+	for _, t := range table {
+		counts[t]++
+	}
+	return counts, nil
 }
 
 // conn is one SQLite connection with its prepared statements and the rows
@@ -191,6 +237,42 @@ type conn struct {
 
 	rowsRead    int64
 	rowsByTable map[string]int64
+
+	// guard refuses statements a spent allowance does not permit.
+	guard func(readOnly bool) error
+	// readOnlyMode mirrors PRAGMA query_only on this connection.
+	readOnlyMode bool
+}
+
+// guard is the allowance check of every statement (SPEC §13): once the
+// written allowance is spent, any statement that could write is refused,
+// even one that would change nothing (CREATE ... IF NOT EXISTS, INSERT OR
+// IGNORE of an existing row); once the read allowance is spent, all are.
+func (db *DB) guard(readOnly bool) error {
+	if err := db.meter.ReadRefusal(); err != nil {
+		return err
+	}
+	if !readOnly {
+		return db.meter.WriteRefusal()
+	}
+	return nil
+}
+
+// queryOnly sets PRAGMA query_only to match refusing, as a second line
+// behind the statement check: SQLite itself then refuses writes too.
+func (c *conn) queryOnly(refusing bool) error {
+	if refusing == c.readOnlyMode {
+		return nil
+	}
+	pragma := "PRAGMA query_only = 0"
+	if refusing {
+		pragma = "PRAGMA query_only = 1"
+	}
+	if err := c.c.Exec(pragma); err != nil {
+		return err
+	}
+	c.readOnlyMode = refusing
+	return nil
 }
 
 func openConn(path string, readOnly bool) (*conn, error) {
@@ -209,7 +291,7 @@ func openConn(path string, readOnly bool) (*conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("configure %s: %w", path, err)
 	}
-	return &conn{c: c, stmts: map[string]*sqlite3.Stmt{}, rowsByTable: map[string]int64{}}, nil
+	return &conn{c: c, stmts: map[string]*sqlite3.Stmt{}, rowsByTable: map[string]int64{}, readOnlyMode: readOnly}, nil
 }
 
 func (c *conn) close() error {
@@ -269,12 +351,23 @@ func (c *conn) prepare(sql string) (*sqlite3.Stmt, error) {
 	return s, nil
 }
 
+// traceSQL, when a test sets it, sees every statement run.
+var traceSQL func(sql string)
+
 // query runs one statement, calling each for every row it returns. Rows
 // returned and rows visited by full scans count as rows read.
 func (c *conn) query(sql string, args []any, each func(*sqlite3.Stmt) error) (err error) {
 	s, err := c.prepare(sql)
 	if err != nil {
 		return err
+	}
+	if traceSQL != nil {
+		traceSQL(sql)
+	}
+	if c.guard != nil {
+		if err := c.guard(s.ReadOnly()); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		c.rowsRead += int64(s.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, true))

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/tessera-dev/tessera/internal/bench"
+)
+
+// benchCmd runs a built-in measurement: `tessera bench rows [--json]`.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rows" {
+		return fmt.Errorf("usage: tessera bench rows [--json]")
+	}
+	fs := flag.NewFlagSet("bench rows", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	rows, err := bench.Rows(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	bench.WriteTable(stdout, rows)
+	return nil
+}

@@ -1,0 +1,109 @@
+// Package app assembles one Tessera server from its parts — meter, store,
+// blob bytes, core, HTTP API — so the serve command, the benchmarks and the
+// end-to-end tests all run exactly the same wiring.
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlite"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// KeyCacheTTL is how long a key resolution is trusted (SPEC §4: ≤ 5 s).
+const KeyCacheTTL = 5 * time.Second
+
+// Options configure an App.
+type Options struct {
+	// DataDir holds the SQLite file, the blob bytes and the meter's file.
+	DataDir string
+	Clock   tessera.Clock
+	Core    core.Config
+	HTTP    httpapi.Config
+	// Allowance is the daily storage allowance from flags (0 = unlimited).
+	Allowance meter.Allowance
+	// AdminKey, when set, is seeded as an admin key (TESSERA_ADMIN_KEY).
+	AdminKey string
+	Log      *slog.Logger
+}
+
+// App is one assembled server.
+type App struct {
+	Meter *meter.Meter
+	Store store.Store
+	Core  *core.Service
+	API   *httpapi.Server
+	// CreatedKey is the admin key made on the first start of an empty
+	// store, to be shown once; "" otherwise.
+	CreatedKey string
+	// Refused is set when the store could not be opened because the
+	// storage allowance refused it: the app serves without a store.
+	Refused error
+
+	closeStore func() error
+}
+
+// Open assembles an App. A store the allowance refuses to create is not an
+// error: the App then answers discovery and the honest 503 (SPEC §13).
+func Open(ctx context.Context, o Options) (*App, error) {
+	if o.Clock == nil {
+		o.Clock = tessera.SystemClock{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	m, err := meter.Open(filepath.Join(o.DataDir, "meter.json"), o.Clock, o.Allowance)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Meter: m, closeStore: func() error { return nil }}
+	db, err := sqlite.Open(ctx, filepath.Join(o.DataDir, "tessera.db"), m)
+	switch {
+	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted:
+		a.Refused = err
+		a.Store = store.Refusing(err)
+	case err != nil:
+		return nil, err
+	default:
+		a.Store, a.closeStore = db, db.Close
+		if a.CreatedKey, err = core.Bootstrap(ctx, db, o.Clock, o.AdminKey); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	a.Core = core.New(a.Store, auth.NewAuthenticator(a.Store, o.Clock, KeyCacheTTL), m, o.Clock, o.Core)
+	blobs, err := blobfs.Open(filepath.Join(o.DataDir, "blobs"))
+	if err == nil {
+		a.Core.SetBlobs(blobs)
+		a.API, err = httpapi.New(a.Core, o.Log, o.HTTP)
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close stops the core (ending long-polls, writing buffered counters), saves
+// the meter and closes the store.
+func (a *App) Close() error {
+	if a.Core != nil {
+		a.Core.Close()
+	}
+	return errors.Join(a.Meter.Save(), a.closeStore())
+}

@@ -1,0 +1,313 @@
+// Package bench holds Tessera's built-in measurements (SPEC §14). Rows runs
+// a fixed scenario in process on a fresh store and reports the storage
+// rows each kind of request costs, so releases can be compared row by row.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/app"
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Row is one measured request kind. Nil counts mean the request is not
+// possible in this build (MCP, anonymous sessions).
+type Row struct {
+	Request     string `json:"request"`
+	RowsWritten *int64 `json:"rows_written"`
+	RowsRead    *int64 `json:"rows_read"`
+}
+
+// RowNames are the scenario's request names, in order: the same in every
+// release, so tables can be compared.
+var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", "keyed_read_namespace",
+	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "claim_granted", "heartbeat",
+	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
+	"keyed_lifecycle", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
+	"health_500_first", "health_500_repeat"}
+
+const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
+
+type runner struct {
+	app   *app.App
+	clock *tessera.ManualClock
+	rows  map[string]Row
+	err   error
+}
+
+// Rows runs the scenario in a fresh temporary directory.
+func Rows(ctx context.Context) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "tessera-bench-rows-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	clock := tessera.NewManualClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
+	opts := app.Options{DataDir: dir, Clock: clock, Core: core.DefaultConfig(), AdminKey: benchKey,
+		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "bench"}}
+	a, err := app.Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{app: a, clock: clock, rows: map[string]Row{}}
+	r.scenario()
+	if err := a.Close(); err != nil && r.err == nil {
+		r.err = err
+	}
+	if r.err == nil {
+		// Cold start: open the same store again, as a restart would.
+		clock.Advance(time.Minute)
+		r.measure("cold_start", func() {
+			b, err := app.Open(ctx, opts)
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			r.app = b
+		})
+		if r.app != a {
+			r.app.Close()
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]Row, 0, len(RowNames))
+	for _, name := range RowNames {
+		row, ok := r.rows[name]
+		if !ok {
+			row = Row{Request: name}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+func (r *runner) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// measure records the rows fn costs under name.
+func (r *runner) measure(name string, fn func()) {
+	before := r.app.Meter.Today()
+	fn()
+	after := r.app.Meter.Today()
+	w, rd := after.RowsWritten-before.RowsWritten, after.RowsRead-before.RowsRead
+	r.rows[name] = Row{Request: name, RowsWritten: &w, RowsRead: &rd}
+}
+
+// add adds a measured row into a sum row.
+func (r *runner) add(sum string, parts ...string) {
+	var w, rd int64
+	for _, p := range parts {
+		row := r.rows[p]
+		if row.RowsWritten == nil {
+			continue
+		}
+		w += *row.RowsWritten
+		rd += *row.RowsRead
+	}
+	r.rows[sum] = Row{Request: sum, RowsWritten: &w, RowsRead: &rd}
+}
+
+// do sends one request straight to the handler and checks its status.
+func (r *runner) do(want int, method, path, key string, body any, headers ...string) []byte {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	req.RemoteAddr = "192.0.2.10:40000"
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	rec := httptest.NewRecorder()
+	r.app.API.ServeHTTP(rec, req)
+	if rec.Code != want {
+		r.fail(fmt.Errorf("%s %s: status %d, want %d: %s", method, path, rec.Code, want, rec.Body.Bytes()))
+	}
+	return rec.Body.Bytes()
+}
+
+func decode[T any](r *runner, b []byte) T {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		r.fail(fmt.Errorf("decode %s: %w", b, err))
+	}
+	return v
+}
+
+type claimed struct {
+	Lease struct {
+		TaskID string `json:"task_id"`
+		Token  string `json:"token"`
+	} `json:"lease"`
+}
+
+func (r *runner) scenario() {
+	worker := r.workerKey()
+	if r.err != nil {
+		return
+	}
+	r.measure("discovery", func() {
+		for _, p := range []string{"/", "/connect", "/connect.json", "/v1/openapi.json", "/llms.txt", "/llms-full.txt",
+			"/robots.txt", "/favicon.svg", "/.well-known/agent-card.json"} {
+			r.do(200, "GET", p, "", nil)
+		}
+	})
+
+	// Keyed reads, measured warm: the key resolved and the observational
+	// writes of the first request done, as for any client already at work.
+	r.do(200, "GET", "/v1/counts", worker, nil)
+	r.do(200, "GET", "/ns/bench/v1/counts", worker, nil)
+	r.do(200, "GET", "/ns/bench/v1/health", worker, nil)
+	r.measure("keyed_read_main", func() { r.do(200, "GET", "/v1/counts", worker, nil) })
+	r.measure("keyed_read_namespace", func() { r.do(200, "GET", "/ns/bench/v1/counts", worker, nil) })
+	r.measure("keyed_namespace_health", func() { r.do(200, "GET", "/ns/bench/v1/health", worker, nil) })
+
+	// The lifecycle runs in a namespace it is the first to touch.
+	const ns = "/ns/lifecycle"
+	r.measure("first_request_new_namespace", func() { r.do(200, "GET", ns+"/v1/counts", worker, nil) })
+	r.measure("enqueue", func() { r.do(201, "POST", ns+"/v1/tasks", worker, map[string]any{"title": "bench task"}) })
+	var c claimed
+	r.measure("claim_granted", func() {
+		c = decode[claimed](r, r.do(200, "POST", ns+"/v1/claims", worker, map[string]any{"lease_seconds": 60}))
+	})
+	r.measure("heartbeat", func() {
+		r.do(200, "POST", ns+"/v1/claims/"+c.Lease.TaskID+"/heartbeat", worker, map[string]any{"lease_token": c.Lease.Token})
+	})
+	r.measure("claim_empty", func() { r.do(204, "POST", ns+"/v1/claims", worker, map[string]any{}) })
+	r.measure("record_write_v1", func() {
+		r.do(201, "PUT", ns+"/v1/records/results/r1", worker, map[string]any{"value": map[string]any{"n": 1}, "lease_token": c.Lease.Token})
+	})
+	r.measure("record_write_v2", func() {
+		r.do(200, "PUT", ns+"/v1/records/results/r1", worker, map[string]any{"value": map[string]any{"n": 2}, "lease_token": c.Lease.Token})
+	})
+	r.measure("blob_upload", func() { r.uploadBlob(ns, worker, c.Lease.Token, []byte("bench blob bytes")) })
+	r.measure("submit", func() {
+		r.do(200, "POST", ns+"/v1/claims/"+c.Lease.TaskID+"/submit", worker,
+			map[string]any{"lease_token": c.Lease.Token, "outcome": "succeeded", "result": map[string]any{"ok": true}})
+	})
+	r.measure("claim_events_wait3", func() {
+		r.do(200, "GET", ns+"/v1/claims/"+c.Lease.TaskID+"/events?since=1000&wait=3", worker, nil)
+	})
+	r.add("keyed_lifecycle", "first_request_new_namespace", "enqueue", "claim_granted", "heartbeat", "claim_empty",
+		"record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3", "keyed_namespace_health")
+
+	r.measure("idle_worker_day", func() { r.idleWorkerDay(worker) })
+
+	for i := range 500 {
+		r.do(201, "POST", "/ns/board/v1/tasks", worker, map[string]any{"title": "public task " + strconv.Itoa(i), "public": true})
+	}
+	r.clock.Advance(time.Minute) // past the snapshot's life
+	r.measure("health_500_first", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
+	r.measure("health_500_repeat", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
+}
+
+// workerKey creates a principal with a key granted every namespace.
+func (r *runner) workerKey() string {
+	p := decode[tessera.Principal](r, r.do(201, "POST", "/v1/admin/principals", benchKey, map[string]any{"kind": "agent", "display_name": "bench worker"}))
+	k := decode[struct {
+		Key string `json:"key"`
+	}](r, r.do(201, "POST", "/v1/admin/keys", benchKey, map[string]any{"principal_id": p.ID,
+		"scopes": []string{"namespace:*", "read", "enqueue", "claim", "write"}}))
+	return k.Key
+}
+
+func (r *runner) uploadBlob(ns, key, leaseToken string, data []byte) {
+	sum := sha256.Sum256(data)
+	hexSum := hex.EncodeToString(sum[:])
+	decl := decode[struct {
+		UploadID string `json:"upload_id"`
+	}](r, r.do(201, "POST", ns+"/v1/blobs", key, map[string]any{"sha256": hexSum, "size": len(data),
+		"content_type": "text/plain", "lease_token": leaseToken}))
+	r.do(200, "PUT", ns+"/v1/blobs/uploads/"+decl.UploadID, key, data)
+	r.do(200, "POST", ns+"/v1/blobs/uploads/"+decl.UploadID+"/commit", key, nil)
+}
+
+// idleWorkerDay simulates one worker polling an empty queue for a day,
+// sleeping as each 204's Retry-After advises, with the background work a
+// day brings (counter flushes, retention) run on the simulated clock.
+func (r *runner) idleWorkerDay(key string) {
+	end := r.clock.Now().Add(24 * time.Hour)
+	for r.clock.Now().Before(end) && r.err == nil {
+		req := httptest.NewRequest("POST", "/ns/idle/v1/claims", strings.NewReader(`{"queue":"idle"}`))
+		req.RemoteAddr = "192.0.2.10:40000"
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		r.app.API.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNoContent {
+			r.fail(fmt.Errorf("idle claim: %d %s", rec.Code, rec.Body.Bytes()))
+			return
+		}
+		wait, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+		if err != nil || wait < 1 {
+			r.fail(fmt.Errorf("idle claim: Retry-After %q", rec.Header().Get("Retry-After")))
+			return
+		}
+		r.clock.Advance(time.Duration(wait) * time.Second)
+		if err := r.app.Core.FlushCounters(context.Background(), false); err != nil {
+			r.fail(err)
+		}
+		if _, err := r.app.Core.RunRetention(context.Background()); err != nil {
+			r.fail(err)
+		}
+	}
+}
+
+// Targets are the issue's goals for each row (rows written, or rows read
+// where the name says so); -1 where there is none.
+var Targets = map[string][2]int64{
+	"discovery": {0, 0}, "keyed_read_main": {2, -1}, "keyed_read_namespace": {2, -1}, "first_request_new_namespace": {3, -1},
+	"enqueue": {6, -1}, "claim_granted": {6, -1}, "heartbeat": {3, -1}, "record_write_v1": {6, -1}, "record_write_v2": {6, -1},
+	"blob_upload": {8, -1}, "submit": {8, -1}, "claim_events_wait3": {2, -1}, "keyed_lifecycle": {50, -1},
+	"anon_session_unused": {8, -1}, "anon_lifecycle": {60, -1}, "idle_worker_day": {1500, -1}, "cold_start": {-1, 5},
+	"health_500_first": {-1, 50},
+}
+
+// WriteTable prints rows as an aligned table with the targets beside them.
+func WriteTable(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "%-28s %12s %10s   %s\n", "request", "rows_written", "rows_read", "target")
+	for _, row := range rows {
+		cell := func(v *int64) string {
+			if v == nil {
+				return "null"
+			}
+			return strconv.FormatInt(*v, 10)
+		}
+		target := ""
+		if t, ok := Targets[row.Request]; ok {
+			if t[0] >= 0 {
+				target = fmt.Sprintf("≤ %d written", t[0])
+			}
+			if t[1] >= 0 {
+				target = strings.TrimPrefix(target+fmt.Sprintf(", ≤ %d read", t[1]), ", ")
+			}
+		}
+		fmt.Fprintf(w, "%-28s %12s %10s   %s\n", row.Request, cell(row.RowsWritten), cell(row.RowsRead), target)
+	}
+}

@@ -61,9 +61,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := newLogger(*logFormat, stderr)
 
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return err
-	}
 	if *publicURL == "" {
 		*publicURL = "http://" + *addr
 	}
@@ -79,10 +76,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if a.CreatedKey != "" {
 		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", a.CreatedKey)
 	}
-	meterCtx, stopMeter := context.WithCancel(context.Background())
-	meterDone := make(chan struct{})
-	go func() { a.Meter.Persist(meterCtx, 2*time.Second); close(meterDone) }()
-	defer func() { stopMeter(); <-meterDone }()
 	svc := a.Core
 	srv := &http.Server{
 		Handler:           a.API,
@@ -94,27 +87,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version)
-
-	// Uploads not committed within an hour are swept (SPEC §7); the sweep
-	// stops before the store closes.
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	sweepDone := make(chan struct{})
-	go func() {
-		defer close(sweepDone)
-		tick := time.NewTicker(time.Minute)
-		defer tick.Stop()
-		for {
-			select {
-			case <-sweepCtx.Done():
-				return
-			case <-tick.C:
-				if _, err := svc.SweepUploads(sweepCtx); err != nil {
-					log.Warn("upload sweep", "err", err)
-				}
-			}
-		}
-	}()
-	defer func() { stopSweep(); <-sweepDone }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -53,6 +53,7 @@ type App struct {
 	Refused error
 
 	closeStore func() error
+	stopMeter  func()
 }
 
 // Open assembles an App. A store the allowance refuses to create is not an
@@ -71,7 +72,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Meter: m, closeStore: func() error { return nil }}
+	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}}
 	db, err := sqlite.Open(ctx, filepath.Join(o.DataDir, "tessera.db"), m)
 	switch {
 	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted:
@@ -96,6 +97,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Close()
 		return nil, err
 	}
+	// The day's totals are saved every few seconds and at Close, so they
+	// survive a restart; a crash forgets at most that much counting.
+	persistCtx, cancel := context.WithCancel(context.Background())
+	persisted := make(chan struct{})
+	go func() { m.Persist(persistCtx, 2*time.Second); close(persisted) }()
+	a.stopMeter = func() { cancel(); <-persisted }
 	return a, nil
 }
 
@@ -105,5 +112,6 @@ func (a *App) Close() error {
 	if a.Core != nil {
 		a.Core.Close()
 	}
+	a.stopMeter()
 	return errors.Join(a.Meter.Save(), a.closeStore())
 }

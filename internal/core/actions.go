@@ -40,6 +40,9 @@ const (
 	ActNamespaceList = "admin.namespace.list"
 	ActNamespaceSet  = "admin.namespace.settings"
 	ActNamespaceGet  = "admin.namespace.settings.read"
+	ActHealth        = "public.health"
+	ActBoard         = "public.board"
+	ActActivity      = "public.activity"
 	ActStorage       = "admin.storage"
 	ActAllowance     = "admin.storage.allowance"
 )

@@ -425,11 +425,13 @@ func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// background flushes counters whose minute has passed and runs retention,
-// until the service closes; then it flushes every counter.
+// background is the service's housekeeping until it closes: it flushes
+// counters whose minute has passed, runs retention, and sweeps uploads not
+// committed in time; at the end it flushes every counter.
 func (s *Service) background() {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
+	var swept time.Time
 	for {
 		select {
 		case <-s.done:
@@ -437,8 +439,13 @@ func (s *Service) background() {
 			close(s.stopped)
 			return
 		case <-tick.C:
-			_ = s.FlushCounters(context.Background(), false)
-			_, _ = s.RunRetention(context.Background())
+			ctx := context.Background()
+			_ = s.FlushCounters(ctx, false)
+			_, _ = s.RunRetention(ctx)
+			if now := s.clock.Now(); now.Sub(swept) >= time.Minute {
+				swept = now
+				_, _ = s.SweepUploads(ctx)
+			}
 		}
 	}
 }

@@ -38,13 +38,6 @@ const (
 	maxSnapshotNamespaces = 1024
 )
 
-// Audit actions of the public reads made with a key.
-const (
-	ActHealth   = "public.health"
-	ActBoard    = "public.board"
-	ActActivity = "public.activity"
-)
-
 // StoredStates are the states the store keeps, in lifecycle order. Public
 // counts use them: a scheduled task (ready, run_at ahead) is counted as
 // ready, since counting it apart would cost a look at every ready task.

@@ -29,8 +29,9 @@ type Route struct {
 	In, Out any
 	// Status is the success status (200 if zero).
 	Status int
-	// RawBody marks a route whose body is raw bytes, not JSON.
-	RawBody bool
+	// RawBody marks a route whose body is raw bytes, not JSON; RawResponse
+	// one whose success response is.
+	RawBody, RawResponse bool
 }
 
 var (
@@ -252,7 +253,9 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 		status = 200
 	}
 	ok := map[string]any{"description": "success"}
-	if r.Out != nil {
+	if r.RawResponse {
+		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	} else if r.Out != nil {
 		ok["content"] = map[string]any{"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.Out))}}
 	}
 	responses := map[string]any{strconv.Itoa(status): ok}

@@ -109,6 +109,11 @@ func TestAuditCountersForNoOps(t *testing.T) {
 		if c.Outcome == "empty" && (c.PrincipalID != pid || c.Action != core.ActClaim) {
 			t.Errorf("empty claim counter: %+v", c)
 		}
+		// A denial is counted under the action it was denied, the same
+		// name its success would be audited under.
+		if c.Outcome == "forbidden" && c.Namespace == "main" && c.Action != core.ActTaskEnqueue {
+			t.Errorf("denied enqueue counted as %q", c.Action)
+		}
 	}
 	for outcome, n := range want {
 		if got[outcome] != n {

@@ -8,22 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/tessera-dev/tessera/internal/auth"
-	"github.com/tessera-dev/tessera/internal/blobfs"
 	"github.com/tessera-dev/tessera/internal/core"
-	"github.com/tessera-dev/tessera/internal/httpapi"
-	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
-	"github.com/tessera-dev/tessera/internal/store/sqlite"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -553,43 +546,6 @@ func TestBlobSweep(t *testing.T) {
 		t.Fatalf("swept upload still stored: %v", err)
 	}
 	wantError(t, s.do("PUT", "/v1/blobs/uploads/"+d.UploadID, w, data), 404, "not_found", "")
-}
-
-// server is a test server on a data directory of the test's choosing, so
-// a test can stop it and start another on the same files.
-func serverAt(t *testing.T, dir string, clock *tessera.ManualClock) (*testServer, func()) {
-	t.Helper()
-	ctx := context.Background()
-	m := meter.New(clock)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "tessera.db"), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := core.Bootstrap(ctx, db, clock, adminKey); err != nil {
-		t.Fatal(err)
-	}
-	svc := core.New(db, auth.NewAuthenticator(db, clock, 5*time.Second), m, clock, core.DefaultConfig())
-	blobs, err := blobfs.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetBlobs(blobs)
-	api, err := httpapi.New(svc, slog.New(slog.NewTextHandler(io.Discard, nil)), httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(api)
-	closed := false
-	stop := func() {
-		if !closed {
-			closed = true
-			svc.Close()
-			hs.Close()
-			db.Close()
-		}
-	}
-	t.Cleanup(stop)
-	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: m, DB: db, Core: svc, HTTP: hs}, stop
 }
 
 // A crash between upload and commit leaves no blob and no metadata; the

@@ -32,6 +32,9 @@ func (s *Server) Describe() []discovery.Route {
 		if _, ok := rt.in.(rawBody); ok {
 			d.In, d.RawBody = nil, true
 		}
+		if _, ok := rt.out.(rawBody); ok {
+			d.Out, d.RawResponse = nil, true
+		}
 		out = append(out, d)
 	}
 	for _, rt := range s.publicRoutes() {

@@ -5,19 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/tessera-dev/tessera/internal/auth"
-	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
-	"github.com/tessera-dev/tessera/internal/store/sqlite"
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -25,13 +24,14 @@ import (
 const adminKey = "tsk_testadmin_abcdefghijklmnopqrstuvwxyz012345"
 
 // testServer is a real Tessera HTTP server on a real SQLite file, with a
-// manual clock for lease and backoff time.
+// manual clock for lease and backoff time, assembled by the same code as
+// `tessera serve` (internal/app).
 type testServer struct {
 	t     testing.TB
 	URL   string
 	Clock *tessera.ManualClock
 	Meter *meter.Meter
-	DB    *sqlite.DB
+	DB    store.Store
 	Core  *core.Service
 	HTTP  *httptest.Server
 	// Dir is the data directory: the SQLite file and the blob bytes.
@@ -43,39 +43,35 @@ func (s *testServer) dataFile() string { return filepath.Join(s.Dir, "tessera.db
 
 func newTestServer(t testing.TB, configure ...func(*core.Config)) *testServer {
 	t.Helper()
-	ctx := context.Background()
-	clock := tessera.NewManualClock(time.Now())
-	m := meter.New(clock)
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "tessera.db"), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := core.Bootstrap(ctx, db, clock, adminKey); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := serverAt(t, t.TempDir(), tessera.NewManualClock(time.Now()), configure...)
+	return s
+}
+
+// serverAt starts a test server on a data directory of the test's choosing,
+// so a test can stop it (the returned func) and start another on the same
+// files.
+func serverAt(t testing.TB, dir string, clock *tessera.ManualClock, configure ...func(*core.Config)) (*testServer, func()) {
+	t.Helper()
 	cfg := core.DefaultConfig()
 	for _, f := range configure {
 		f(&cfg)
 	}
-	svc := core.New(db, auth.NewAuthenticator(db, clock, 5*time.Second), m, clock, cfg)
-	blobs, err := blobfs.Open(filepath.Join(dir, "blobs"))
+	a, err := app.Open(context.Background(), app.Options{DataDir: dir, Clock: clock, Core: cfg, AdminKey: adminKey,
+		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.SetBlobs(blobs)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api, err := httpapi.New(svc, log, httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"})
-	if err != nil {
-		t.Fatal(err)
+	hs := httptest.NewServer(a.API)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			a.Core.Close()
+			hs.Close()
+			a.Close()
+		})
 	}
-	hs := httptest.NewServer(api)
-	t.Cleanup(func() {
-		svc.Close()
-		hs.Close()
-		db.Close()
-	})
-	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: m, DB: db, Core: svc, HTTP: hs, Dir: dir}
+	t.Cleanup(stop)
+	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: a.Meter, DB: a.Store, Core: a.Core, HTTP: hs, Dir: dir}, stop
 }
 
 // response is a finished HTTP exchange.

@@ -20,35 +20,35 @@ func (s *Server) routes() []route {
 
 func (s *Server) taskRoutes() []route {
 	return []route{
-		{"GET", "/me", anyKey, "", "The caller's principal and key", s.me, nil, core.Me{}},
+		{method: "GET", path: "/me", access: anyKey, op: core.ActMe, summary: "The caller's principal and key", handle: s.me, out: core.Me{}},
 
-		{"POST", "/tasks", granted, tessera.ActionEnqueue, "Enqueue a task", s.enqueue, core.EnqueueParams{}, created{tessera.Task{}}},
-		{"GET", "/tasks", granted, tessera.ActionRead, "List tasks, newest first", s.listTasks, nil, core.TaskPage{}},
-		{"GET", "/tasks/{id}", granted, tessera.ActionRead, "A task with its runs", s.getTask, nil, tessera.Task{}},
-		{"POST", "/tasks/{id}/cancel", granted, tessera.ActionEnqueue, "Cancel a task", s.changeTask(core.ChangeCancel), nil, tessera.Task{}},
-		{"POST", "/tasks/{id}/pause", granted, tessera.ActionEnqueue, "Pause a ready or scheduled task", s.changeTask(core.ChangePause), nil, tessera.Task{}},
-		{"POST", "/tasks/{id}/resume", granted, tessera.ActionEnqueue, "Resume a paused task", s.changeTask(core.ChangeResume), nil, tessera.Task{}},
-		{"POST", "/tasks/{id}/retry", granted, tessera.ActionEnqueue, "Retry a dead or canceled task", s.changeTask(core.ChangeRetry), nil, tessera.Task{}},
+		{method: "POST", path: "/tasks", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskEnqueue, summary: "Enqueue a task", handle: s.enqueue, in: core.EnqueueParams{}, out: created{tessera.Task{}}},
+		{method: "GET", path: "/tasks", access: granted, action: tessera.ActionRead, op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, out: core.TaskPage{}},
+		{method: "GET", path: "/tasks/{id}", access: granted, action: tessera.ActionRead, op: core.ActTaskGet, summary: "A task with its runs", handle: s.getTask, out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/cancel", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskCancel, summary: "Cancel a task", handle: s.changeTask(core.ChangeCancel), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/pause", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskPause, summary: "Pause a ready or scheduled task", handle: s.changeTask(core.ChangePause), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/resume", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskResume, summary: "Resume a paused task", handle: s.changeTask(core.ChangeResume), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/retry", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskRetry, summary: "Retry a dead or canceled task", handle: s.changeTask(core.ChangeRetry), out: tessera.Task{}},
 		// Notes come from producers (enqueue) or the lease holder (claim):
 		// the edge checks the grant, the core the rest.
-		{"POST", "/tasks/{id}/notes", granted, "", "Leave a note for the lease holder", s.addNote, noteParams{}, created{tessera.TaskEvent{}}},
-		{"GET", "/counts", granted, tessera.ActionRead, "Task counts by queue and state", s.counts, nil, countsResponse{}},
+		{method: "POST", path: "/tasks/{id}/notes", access: granted, op: core.ActTaskNote, summary: "Leave a note for the lease holder", handle: s.addNote, in: noteParams{}, out: created{tessera.TaskEvent{}}},
+		{method: "GET", path: "/counts", access: granted, action: tessera.ActionRead, op: core.ActCounts, summary: "Task counts by queue and state", handle: s.counts, out: countsResponse{}},
 
-		{"POST", "/claims", granted, tessera.ActionClaim, "Claim the next ready task of a queue", s.claim, core.ClaimParams{}, core.Claimed{}},
-		{"POST", "/claims/{task}/heartbeat", granted, tessera.ActionClaim, "Extend a lease", s.heartbeat, core.HeartbeatParams{}, core.Heartbeat{}},
-		{"POST", "/claims/{task}/submit", granted, tessera.ActionClaim, "Submit a run's outcome", s.submit, core.SubmitParams{}, tessera.Task{}},
-		{"POST", "/claims/{task}/release", granted, tessera.ActionClaim, "Give a task back without using an attempt", s.release, core.ReleaseParams{}, tessera.Task{}},
-		{"GET", "/claims/{task}/events", granted, tessera.ActionClaim, "Long-poll the events of a held task", s.claimEvents, nil, core.ClaimEvents{}},
+		{method: "POST", path: "/claims", access: granted, action: tessera.ActionClaim, op: core.ActClaim, summary: "Claim the next ready task of a queue", handle: s.claim, in: core.ClaimParams{}, out: core.Claimed{}},
+		{method: "POST", path: "/claims/{task}/heartbeat", access: granted, action: tessera.ActionClaim, op: core.ActHeartbeat, summary: "Extend a lease", handle: s.heartbeat, in: core.HeartbeatParams{}, out: core.Heartbeat{}},
+		{method: "POST", path: "/claims/{task}/submit", access: granted, action: tessera.ActionClaim, op: core.ActSubmit, summary: "Submit a run's outcome", handle: s.submit, in: core.SubmitParams{}, out: tessera.Task{}},
+		{method: "POST", path: "/claims/{task}/release", access: granted, action: tessera.ActionClaim, op: core.ActRelease, summary: "Give a task back without using an attempt", handle: s.release, in: core.ReleaseParams{}, out: tessera.Task{}},
+		{method: "GET", path: "/claims/{task}/events", access: granted, action: tessera.ActionClaim, op: core.ActClaimEvents, summary: "Long-poll the events of a held task", handle: s.claimEvents, out: core.ClaimEvents{}},
 
-		{"POST", "/admin/principals", adminOnly, "", "Create a principal", s.createPrincipal, core.PrincipalParams{}, created{tessera.Principal{}}},
-		{"GET", "/admin/principals", adminOnly, "", "List principals", s.listPrincipals, nil, core.PrincipalPage{}},
-		{"PATCH", "/admin/principals/{id}", adminOnly, "", "Change a principal", s.updatePrincipal, core.PrincipalPatch{}, tessera.Principal{}},
-		{"POST", "/admin/keys", adminOnly, "", "Create a key; its secret is returned once", s.createKey, core.KeyParams{}, created{core.NewKey{}}},
-		{"GET", "/admin/keys", adminOnly, "", "List keys (no secrets)", s.listKeys, nil, core.KeyPage{}},
-		{"DELETE", "/admin/keys/{id}", adminOnly, "", "Revoke a key", s.revokeKey, nil, nil},
-		{"GET", "/admin/namespaces", adminOnly, "", "List namespaces", s.listNamespaces, nil, namespacesResponse{}},
-		{"GET", "/admin/storage", adminOnly, "", "Today's metered storage rows", s.storage, nil, meter.Totals{}},
-		{"PUT", "/admin/storage/allowance", adminOnly, "", "Change the daily storage allowance (0 = unlimited)", s.setAllowance, meter.Allowance{}, meter.Totals{}},
+		{method: "POST", path: "/admin/principals", access: adminOnly, op: core.ActPrincipalNew, summary: "Create a principal", handle: s.createPrincipal, in: core.PrincipalParams{}, out: created{tessera.Principal{}}},
+		{method: "GET", path: "/admin/principals", access: adminOnly, op: core.ActPrincipalList, summary: "List principals", handle: s.listPrincipals, out: core.PrincipalPage{}},
+		{method: "PATCH", path: "/admin/principals/{id}", access: adminOnly, op: core.ActPrincipalEdit, summary: "Change a principal", handle: s.updatePrincipal, in: core.PrincipalPatch{}, out: tessera.Principal{}},
+		{method: "POST", path: "/admin/keys", access: adminOnly, op: core.ActKeyNew, summary: "Create a key; its secret is returned once", handle: s.createKey, in: core.KeyParams{}, out: created{core.NewKey{}}},
+		{method: "GET", path: "/admin/keys", access: adminOnly, op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, out: core.KeyPage{}},
+		{method: "DELETE", path: "/admin/keys/{id}", access: adminOnly, op: core.ActKeyRevoke, summary: "Revoke a key", handle: s.revokeKey},
+		{method: "GET", path: "/admin/namespaces", access: adminOnly, op: core.ActNamespaceList, summary: "List namespaces", handle: s.listNamespaces, out: namespacesResponse{}},
+		{method: "GET", path: "/admin/storage", access: adminOnly, op: core.ActStorage, summary: "Today's metered storage rows", handle: s.storage, out: meter.Totals{}},
+		{method: "PUT", path: "/admin/storage/allowance", access: adminOnly, op: core.ActAllowance, summary: "Change the daily storage allowance (0 = unlimited)", handle: s.setAllowance, in: meter.Allowance{}, out: meter.Totals{}},
 	}
 }
 

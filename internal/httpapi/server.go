@@ -97,10 +97,12 @@ const (
 
 // route is one entry of the table every handler is registered from.
 type route struct {
-	method  string
-	path    string // below /v1
-	access  access
-	action  tessera.Action
+	method string
+	path   string // below /v1
+	access access
+	action tessera.Action
+	// op names the operation in audit events and counters.
+	op      string
 	summary string
 	handle  func(*call) error
 	// in and out are zero values of the request body and the success
@@ -165,7 +167,7 @@ func (s *Server) handler(rt route, namespaced bool) http.HandlerFunc {
 		if !tessera.ValidNamespace(c.ns) {
 			c.ns = tessera.MainNamespace
 		}
-		s.core.Count(principal, c.ns, opOf(rt), string(tessera.ErrorCode(err)))
+		s.core.Count(principal, c.ns, rt.op, string(tessera.ErrorCode(err)))
 	}
 }
 
@@ -229,6 +231,3 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// opOf names a route's operation in counters.
-func opOf(rt route) string { return rt.method + " " + rt.path }

@@ -63,6 +63,8 @@ type Meter struct {
 	day     string
 	written int64
 	read    int64
+	// lifetime counts never reset: deltas across midnight stay right.
+	lifetimeWritten, lifetimeRead int64
 	// base is the allowance from flags; override, set through the API,
 	// replaces it for the rest of the UTC day it was set on.
 	base     Allowance
@@ -119,6 +121,8 @@ func (m *Meter) Add(ctx context.Context, written, read int64) {
 	m.roll(day)
 	m.written += written
 	m.read += read
+	m.lifetimeWritten += written
+	m.lifetimeRead += read
 	m.dirty = true
 	m.mu.Unlock()
 }
@@ -146,6 +150,14 @@ func (m *Meter) Today() Totals {
 	defer m.mu.Unlock()
 	m.roll(day)
 	return Totals{Day: day, RowsWritten: m.written, RowsRead: m.read, ResetAt: NextReset(now), Allowance: m.allowance()}
+}
+
+// Lifetime returns the rows written and read since the meter was made,
+// across days: the counters to take differences of.
+func (m *Meter) Lifetime() (written, read int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lifetimeWritten, m.lifetimeRead
 }
 
 // SetAllowance is the operator-authorized change of §13: it holds until

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// The scenario runs end to end, reports every request name in order, and
+// every row it can measure stays within the target — a change that
+// makes a request cost more rows than its target fails here, by row count,
+// never by time.
+func TestRowsScenarioMeetsTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a day of idle polling")
+	}
+	rows, err := Rows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(RowNames) {
+		t.Fatalf("%d rows, want %d", len(rows), len(RowNames))
+	}
+	notYet := map[string]bool{"mcp_tools_list_keyed": true, "anon_session_unused": true, "anon_lifecycle": true}
+	for i, row := range rows {
+		if row.Request != RowNames[i] {
+			t.Errorf("row %d is %q, want %q", i, row.Request, RowNames[i])
+		}
+		if notYet[row.Request] {
+			if row.RowsWritten != nil {
+				t.Errorf("%s measured, but this build has no MCP or anonymous sessions", row.Request)
+			}
+			continue
+		}
+		if row.RowsWritten == nil || row.RowsRead == nil {
+			t.Errorf("%s not measured", row.Request)
+			continue
+		}
+		t.Logf("%-28s written %5d read %5d", row.Request, *row.RowsWritten, *row.RowsRead)
+		target, ok := Targets[row.Request]
+		if !ok {
+			continue
+		}
+		if target[0] >= 0 && *row.RowsWritten > target[0] {
+			t.Errorf("%s writes %d rows, target ≤ %d", row.Request, *row.RowsWritten, target[0])
+		}
+		if target[1] >= 0 && *row.RowsRead > target[1] {
+			t.Errorf("%s reads %d rows, target ≤ %d", row.Request, *row.RowsRead, target[1])
+		}
+	}
+	byName := map[string]Row{}
+	for _, row := range rows {
+		byName[row.Request] = row
+	}
+	// An idle worker costs about one counter row a minute and nothing more.
+	if w := *byName["idle_worker_day"].RowsWritten; w < 1440 {
+		t.Errorf("idle worker day wrote %d rows: fewer than one counter a minute means polls went uncounted", w)
+	}
+}

@@ -25,6 +25,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
 	storeKind := fs.String("store", "sqlite", "storage backend: sqlite")
 	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>)")
+	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	cfg := core.DefaultConfig()
@@ -65,7 +66,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*publicURL = "http://" + *addr
 	}
 	a, err := app.Open(ctx, app.Options{DataDir: *data, Core: cfg, Allowance: allowance, Log: log,
-		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version}})
+		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version, MetricsPublic: *metricsPublic}})
 	if err != nil {
 		return err
 	}

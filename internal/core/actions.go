@@ -45,4 +45,5 @@ const (
 	ActActivity      = "public.activity"
 	ActStorage       = "admin.storage"
 	ActAllowance     = "admin.storage.allowance"
+	ActMetrics       = "admin.metrics"
 )

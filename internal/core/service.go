@@ -99,6 +99,9 @@ func (s *Service) Close() {
 // Config returns the configuration the service runs with.
 func (s *Service) Config() Config { return s.cfg }
 
+// Meter returns the storage meter the service reports.
+func (s *Service) Meter() *meter.Meter { return s.meter }
+
 // Auth returns the authenticator the service checks keys with.
 func (s *Service) Auth() *auth.Authenticator { return s.auth }
 

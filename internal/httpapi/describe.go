@@ -41,6 +41,11 @@ func (s *Server) Describe() []discovery.Route {
 		out = append(out, discovery.Route{Method: rt.method, Path: rt.path, Namespaced: true,
 			Summary: rt.summary, Auth: "public", In: rt.in, Out: rt.out, Status: http.StatusOK})
 	}
+	auth := "admin"
+	if s.cfg.MetricsPublic {
+		auth = "public"
+	}
+	out = append(out, discovery.Route{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics: storage rows, the allowance, requests by route and status", Auth: auth, RawResponse: true})
 	for _, p := range discovery.Paths {
 		out = append(out, discovery.Route{Method: http.MethodGet, Path: p, Summary: "Discovery document", Auth: "public"})
 	}

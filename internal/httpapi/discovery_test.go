@@ -188,3 +188,28 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// GET /metrics speaks the Prometheus text format to an admin key, and
+// refuses anyone else.
+func TestMetrics(t *testing.T) {
+	s := newTestServer(t)
+	key, _ := s.newKey("agent", "namespace:main", "read", "enqueue")
+	s.enqueue("main", key, map[string]any{})
+	wantError(t, s.do("GET", "/metrics", key, nil), 403, "forbidden", "")
+	wantError(t, s.do("GET", "/metrics", "", nil), 401, "unauthorized", "")
+	r := s.must(200, "GET", "/metrics", adminKey, nil)
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Errorf("content type %q", r.Header.Get("Content-Type"))
+	}
+	body := string(r.Body)
+	for _, want := range []string{
+		"# TYPE tessera_storage_rows_written_total counter",
+		`tessera_http_requests_total{route="POST /tasks",status="201"} 1`,
+		`tessera_http_requests_total{route="GET /metrics",status="403"} 1`,
+		"tessera_storage_rows_written_today ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}

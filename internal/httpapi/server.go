@@ -29,6 +29,8 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	docs *discovery.Docs
+	cfg  Config
+	reqs *requestMetrics
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -47,12 +49,14 @@ type Config struct {
 	// PublicURL is the base URL clients reach the server at.
 	PublicURL string
 	Version   string
+	// MetricsPublic serves GET /metrics without a key.
+	MetricsPublic bool
 }
 
 // New returns a Server over svc. The discovery documents are rendered here,
 // once, from the same route table the handlers are registered from.
 func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
-	s := &Server{core: svc, log: log, mux: http.NewServeMux()}
+	s := &Server{core: svc, log: log, mux: http.NewServeMux(), cfg: cfg, reqs: newRequestMetrics()}
 	for _, rt := range s.routes() {
 		s.handle(rt.method+" /v1"+rt.path, s.handler(rt, false))
 		s.handle(rt.method+" /ns/{namespace}/v1"+rt.path, s.handler(rt, true))
@@ -72,6 +76,7 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 		}
 		s.handle("GET "+p, docs.Handler())
 	}
+	s.handle("GET /metrics", http.HandlerFunc(s.metrics))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, tessera.Errorf(tessera.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -130,6 +135,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, s.log, errors.New("panic"))
 			}
 		}
+		s.reqs.observe(rec.route, rec.status, time.Since(start))
 		s.log.Info("request", "method", r.Method, "route", rec.route, "status", rec.status,
 			"duration_ms", time.Since(start).Milliseconds(),
 			"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())

@@ -218,11 +218,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 		out = BlobDeclared{UploadID: u.ID, ExpiresAt: &expires, MaxBytes: s.MaxBlobBytes()}
 		return nil
 	})
-	if errors.Is(err, errLapsed) {
-		id, _ := leaseTaskID(p.LeaseToken)
-		err = s.lapse(ctx, ns, id, p.LeaseToken)
-	}
-	if err != nil {
+	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
 		return nil, err
 	}
 	// Declaring is a pre-check of the commit, which writes the event (§9).

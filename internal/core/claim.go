@@ -246,17 +246,20 @@ func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, a
 		ev.Target, ev.RunID, ev.Public = id, task.Lease.RunID, task.Public
 		return fn(tx, task, now)
 	})
+	return s.noticeLapse(ctx, ns, token, err)
+}
+
+// noticeLapse passes err through unless it is errLapsed: then a
+// transaction found the lease token expired and rolled back, and the lapse
+// is recorded in a transaction of its own (unless someone noticed first)
+// and answered as lease_lost — the lapse is a fact, whatever the request
+// wanted.
+func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) error {
 	if !errors.Is(err, errLapsed) {
 		return err
 	}
-	return s.lapse(ctx, ns, id, token)
-}
-
-// lapse records, in a transaction of its own, that the lease token on task
-// id has lapsed (unless someone noticed first), and answers lease_lost.
-// Callers use it after a transaction that found errLapsed rolled back.
-func (s *Service) lapse(ctx context.Context, ns, id, token string) error {
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	id, _ := leaseTaskID(token)
+	err = s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
 		task, err := holdLease(tx, ns, id, token, now)
 		if !errors.Is(err, errLapsed) {
@@ -393,10 +396,7 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 			return nil
 		})
 	})
-	if errors.Is(err, errLapsed) {
-		err = s.lapse(ctx, ns, id, p.LeaseToken)
-	}
-	if err != nil {
+	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
 		return nil, err
 	}
 	out.State = out.VisibleState(s.clock.Now())

@@ -147,11 +147,7 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 			return nil
 		})
 	})
-	if errors.Is(err, errLapsed) {
-		id, _ := leaseTaskID(p.LeaseToken)
-		err = s.lapse(ctx, ns, id, p.LeaseToken)
-	}
-	if err != nil {
+	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"encoding/json"
+	"iter"
 	"reflect"
 	"regexp"
 	"sort"
@@ -83,35 +84,46 @@ func (s *schemas) of(t reflect.Type) map[string]any {
 	return map[string]any{}
 }
 
-// object describes a struct's JSON fields, flattening embedded structs as
-// encoding/json does.
-func (s *schemas) object(t reflect.Type) map[string]any {
-	props := map[string]any{}
-	var required []string
-	var walk func(reflect.Type)
-	walk = func(t reflect.Type) {
+// fields yields a struct's fields as encoding/json sees them: embedded
+// structs flattened into their parent.
+func fields(t reflect.Type) iter.Seq[reflect.StructField] {
+	return func(yield func(reflect.StructField) bool) {
 		for f := range t.Fields() {
 			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				walk(f.Type)
+				for inner := range fields(f.Type) {
+					if !yield(inner) {
+						return
+					}
+				}
 				continue
 			}
-			if !f.IsExported() {
-				continue
-			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			props[name] = s.of(f.Type)
-			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
-				required = append(required, name)
+			if !yield(f) {
+				return
 			}
 		}
 	}
-	walk(t)
+}
+
+// object describes a struct's JSON fields.
+func (s *schemas) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for f := range fields(t) {
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		props[name] = s.of(f.Type)
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+			required = append(required, name)
+		}
+	}
 	o := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {
 		sort.Strings(required)
@@ -147,26 +159,18 @@ func queryParams(in any) []any {
 		return nil
 	}
 	var out []any
-	var walk func(reflect.Type)
-	walk = func(t reflect.Type) {
-		for f := range t.Fields() {
-			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				walk(f.Type)
-				continue
-			}
-			name := f.Tag.Get("query")
-			if name == "" {
-				continue
-			}
-			typ := "string"
-			if k := f.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 {
-				typ = "integer"
-			}
-			out = append(out, map[string]any{"name": name, "in": "query", "required": false,
-				"description": f.Tag.Get("doc"), "schema": map[string]any{"type": typ}})
+	for f := range fields(t) {
+		name := f.Tag.Get("query")
+		if name == "" {
+			continue
 		}
+		typ := "string"
+		if k := f.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 {
+			typ = "integer"
+		}
+		out = append(out, map[string]any{"name": name, "in": "query", "required": false,
+			"description": f.Tag.Get("doc"), "schema": map[string]any{"type": typ}})
 	}
-	walk(t)
 	return out
 }
 

@@ -236,11 +236,7 @@ func TestAuditIPHashGrouping(t *testing.T) {
 func TestAuditObservationalWrites(t *testing.T) {
 	s := newTestServer(t)
 	key, pid := s.newKey("agent", "namespace:main", "read")
-	written := func() int64 {
-		before := s.Meter.Today().RowsWritten
-		s.must(200, "GET", "/v1/counts", key, nil)
-		return s.Meter.Today().RowsWritten - before
-	}
+	written := func() int64 { return s.rowsWritten(func() { s.must(200, "GET", "/v1/counts", key, nil) }) }
 	first := written()
 	steady := written()
 	for i := range 3 {

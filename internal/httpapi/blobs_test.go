@@ -630,11 +630,7 @@ func TestBlobRowsWritten(t *testing.T) {
 	s := newTestServer(t)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read", "enqueue")
 	s.enqueue("main", w, map[string]any{"title": "warm the namespace"})
-	written := func(f func()) int64 {
-		before := s.Meter.Today().RowsWritten
-		f()
-		return s.Meter.Today().RowsWritten - before
-	}
+	written := s.rowsWritten
 	var calls [3]int64
 	first := written(func() {
 		d := s.declare(201, "main", w, []byte("first"), nil)

@@ -74,6 +74,14 @@ func serverAt(t testing.TB, dir string, clock *tessera.ManualClock, configure ..
 	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: a.Meter, DB: a.Store, Core: a.Core, HTTP: hs, Dir: dir}, stop
 }
 
+// rowsWritten returns the storage rows fn's requests wrote, by the meter.
+func (s *testServer) rowsWritten(fn func()) int64 {
+	before, _ := s.Meter.Lifetime()
+	fn()
+	after, _ := s.Meter.Lifetime()
+	return after - before
+}
+
 // response is a finished HTTP exchange.
 type response struct {
 	Status int

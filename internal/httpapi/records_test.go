@@ -421,11 +421,7 @@ func TestRecordRowsWritten(t *testing.T) {
 	s := newTestServer(t)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read", "enqueue")
 	s.enqueue("main", w, map[string]any{"title": "warm the namespace"})
-	written := func(f func()) int64 {
-		before := s.Meter.Today().RowsWritten
-		f()
-		return s.Meter.Today().RowsWritten - before
-	}
+	written := s.rowsWritten
 	v1 := written(func() { s.putRecord(201, "main", w, "rows/a", map[string]any{"value": 1}) })
 	v1b := written(func() { s.putRecord(201, "main", w, "rows/b", map[string]any{"value": 1}) })
 	v2 := written(func() { s.putRecord(200, "main", w, "rows/a", map[string]any{"value": 2}) })

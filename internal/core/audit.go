@@ -404,6 +404,9 @@ func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 		func(tx store.Tx) (int, error) {
 			return tx.SaltsPurge(cutoff.Add(-24 * time.Hour).Format(time.DateOnly))
 		},
+		// Anonymous principals go once their purge time is a retention
+		// window past, like the rest of their trail.
+		func(tx store.Tx) (int, error) { return tx.PrincipalsPurge(cutoff, retentionBatch) },
 	}
 	for _, purge := range purges {
 		// Each table is drained batch by batch, a transaction per batch, so

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -292,5 +294,80 @@ func TestAuditWindowAndRetention(t *testing.T) {
 	}
 	if ran, _ := s.Core.RunRetention(t.Context()); ran {
 		t.Error("retention ran twice within 5 minutes")
+	}
+}
+
+// Reading an execution record names the run that wrote it (SPEC §9).
+func TestAuditRecordReadNamesItsRun(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "read", "enqueue", "claim", "write")
+	s.enqueue("main", key, map[string]any{})
+	c := s.claim("main", key, "default")
+	s.must(201, "PUT", "/v1/records/results/r1", key, map[string]any{"value": 1, "lease_token": c.Lease.Token})
+	s.must(200, "GET", "/v1/records/results/r1", key, nil)
+	page := adminAudit(s, "principal="+pid+"&action="+core.ActRecordRead)
+	if len(page.Events) != 1 || page.Events[0].RunID != c.Lease.RunID || page.Events[0].Target != "results/r1" {
+		t.Fatalf("record read events: %+v, want one naming run %s", page.Events, c.Lease.RunID)
+	}
+	write := adminAudit(s, "principal="+pid+"&action="+core.ActRecordWrite)
+	if len(write.Events) != 1 || write.Events[0].RunID != c.Lease.RunID {
+		t.Errorf("record write events: %+v", write.Events)
+	}
+}
+
+// Retention drains more than one batch, and purges anonymous principals
+// past their purge time with their keys.
+func TestRetentionDrainsEveryBatch(t *testing.T) {
+	s := newTestServer(t)
+	old := s.Clock.Now()
+	purge := old.Add(time.Hour)
+	anon := &tessera.Principal{ID: tessera.NewID(old), Kind: tessera.KindAnonymous, CreatedAt: old, PurgeAt: &purge}
+	const events = 1234
+	err := s.DB.Update(t.Context(), func(tx store.Tx) error {
+		if err := tx.PrincipalCreate(anon); err != nil {
+			return err
+		}
+		if err := tx.KeyCreate(&tessera.Key{ID: "anonkey1", PrincipalID: anon.ID, Scopes: []string{"read"}, CreatedAt: old, SecretHash: []byte{1}}); err != nil {
+			return err
+		}
+		for range events {
+			now := s.Clock.Now()
+			if err := tx.AuditInsert(&tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: "main", PrincipalID: anon.ID,
+				KeyID: "anonkey1", Action: core.ActCounts, Target: "counts", Status: 200}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Clock.Advance(26 * time.Hour)
+	deleted := s.rowsWritten(func() {
+		if ran, err := s.Core.RunRetention(t.Context()); err != nil || !ran {
+			t.Fatalf("retention: %v %v", ran, err)
+		}
+	})
+	if deleted < events+2 {
+		t.Errorf("retention deleted %d rows, want at least %d events, the principal and its key", deleted, events+2)
+	}
+	err = s.DB.View(t.Context(), func(tx store.Tx) error {
+		left, err := tx.AuditEvents(store.AuditFilter{Since: old.Add(-time.Hour), Limit: 10})
+		if err != nil {
+			return err
+		}
+		if len(left) != 0 {
+			t.Errorf("%d old events survived retention", len(left))
+		}
+		if _, _, err := tx.KeyLookup("anonkey1"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("purged principal's key: %v", err)
+		}
+		if _, err := tx.PrincipalGet(anon.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("purged principal: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,6 +34,9 @@ type AuditTx interface {
 	AuditCountersPurge(before time.Time, limit int) (int, error)
 	IdempotencyPurge(before time.Time, limit int) (int, error)
 	SaltsPurge(beforeDay string) (int, error)
+	// PrincipalsPurge deletes principals whose purge time is before the
+	// cutoff, with their keys.
+	PrincipalsPurge(before time.Time, limit int) (int, error)
 }
 
 // AuditFilter selects audit rows. Since is required: reads never reach

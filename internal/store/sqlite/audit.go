@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -171,5 +172,23 @@ func (t *tx) IdempotencyPurge(before time.Time, limit int) (int, error) {
 
 func (t *tx) SaltsPurge(beforeDay string) (int, error) {
 	n, err := t.c.exec(`DELETE FROM ip_salts WHERE day < ?`, beforeDay)
+	return int(n), err
+}
+
+func (t *tx) PrincipalsPurge(before time.Time, limit int) (int, error) {
+	var ids []any
+	err := t.c.query(`SELECT id FROM principals WHERE purge_at IS NOT NULL AND purge_at < ? ORDER BY purge_at LIMIT ?`,
+		[]any{before, limit}, func(s *sqlite3.Stmt) error {
+			ids = append(ids, s.ColumnText(0))
+			return nil
+		})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	list := "?" + strings.Repeat(", ?", len(ids)-1)
+	if _, err := t.c.exec(`DELETE FROM keys WHERE principal_id IN (`+list+`)`, ids...); err != nil {
+		return 0, err
+	}
+	n, err := t.c.exec(`DELETE FROM principals WHERE id IN (`+list+`)`, ids...)
 	return int(n), err
 }

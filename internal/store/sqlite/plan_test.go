@@ -76,14 +76,17 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 		if _, err := tx.IdempotencyPurge(cutoff, 500); err != nil {
 			return err
 		}
-		_, err := tx.SaltsPurge("2000-01-01")
+		if _, err := tx.SaltsPurge("2000-01-01"); err != nil {
+			return err
+		}
+		_, err := tx.PrincipalsPurge(cutoff, 500)
 		return err
 	})
 	traceSQL = nil
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) < 13 {
+	if len(seen) < 14 {
 		t.Fatalf("captured %d statements, want every read and purge", len(seen))
 	}
 	for _, sql := range seen {

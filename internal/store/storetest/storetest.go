@@ -19,4 +19,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("tasks", func(t *testing.T) { testTasks(t, open) })
 	t.Run("records", func(t *testing.T) { testRecords(t, open) })
 	t.Run("public", func(t *testing.T) { testPublic(t, open) })
+	t.Run("audit", func(t *testing.T) { testAudit(t, open) })
 }

@@ -19,13 +19,15 @@ var ulidState struct {
 
 // NewID returns a ULID: 48 bits of milliseconds then 80 random bits, as 26
 // Crockford base32 characters. Within one millisecond the random part is
-// incremented, so ids made by one process sort in creation order.
+// incremented, so ids made by one process sort in creation order. An id
+// always encodes the time it was given, even if that is earlier than the
+// last one (a clock stepped back): retention and audit windows compare
+// ids as times, so the time must be true.
 func NewID(now time.Time) string {
 	ms := uint64(now.UnixMilli())
 	ulidState.Lock()
 	var entropy [10]byte
-	if ms <= ulidState.lastMS {
-		ms = ulidState.lastMS
+	if ms == ulidState.lastMS {
 		entropy = ulidState.last
 		for i := len(entropy) - 1; i >= 0; i-- {
 			entropy[i]++

@@ -85,6 +85,10 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 	return db, nil
 }
 
+// IndexCount is how many secondary indexes the meter counts for table: a
+// row written there costs 1 + IndexCount rows.
+func (db *DB) IndexCount(table string) int64 { return db.indexes[table] }
+
 // Close closes every connection. In-flight transactions finish first.
 func (db *DB) Close() error {
 	db.wmu.Lock()

@@ -12,8 +12,7 @@ import (
 
 func testAudit(t *testing.T, open Opener) {
 	event := func(ns, principal, action string, when time.Time) *tessera.AuditEvent {
-		// IDFloor, not NewID: ids must encode the given time, which NewID,
-		// monotonic per process, does not promise for past times.
+		// IDFloor: a deterministic id that encodes exactly the given time.
 		return &tessera.AuditEvent{ID: tessera.IDFloor(when), Time: when, Namespace: ns, PrincipalID: principal,
 			KeyID: "k1", Action: action, Target: "t", RunID: "r1", Status: 200, IPHash: "h", Public: true}
 	}

@@ -194,3 +194,20 @@ func TestDecodeJSON(t *testing.T) {
 		}
 	}
 }
+
+// Keys match field names exactly and once: encoding/json alone would take
+// "TITLE" for title and keep the last of two "title"s.
+func TestDecodeJSONExactKeys(t *testing.T) {
+	for _, body := range []string{`{"TITLE":"x"}`, `{"title":"a","title":"b"}`, `{"Queue":"q","title":"x"}`} {
+		var p core.EnqueueParams
+		err := httpapi.DecodeJSON([]byte(body), &p)
+		var e *tessera.Error
+		if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest || e.Field == "" {
+			t.Errorf("%s: %v, want invalid_request naming the field", body, err)
+		}
+	}
+	var p core.EnqueueParams
+	if err := httpapi.DecodeJSON([]byte(`{"title":"x","queue":"q"}`), &p); err != nil || p.Title != "x" {
+		t.Errorf("exact keys refused: %v", err)
+	}
+}

@@ -162,11 +162,66 @@ func DecodeJSON(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return tessera.Errorf(tessera.CodeInvalidRequest, "the request body holds more than one JSON value")
 	}
+	if err := exactKeys(body, dst); err != nil {
+		return err
+	}
 	return nil
 }
 
 // badTimeField names the top-level field of body whose value is not a
 // timestamp dst accepts, by decoding each field on its own ("" if none).
+// exactKeys holds the body's top-level keys to the field names exactly:
+// encoding/json also accepts a key that matches only case-insensitively
+// ("TITLE"), and a key given twice (keeping the last), and §5 rejects
+// unknown fields.
+func exactKeys(body []byte, dst any) error {
+	t := reflect.TypeOf(dst)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	names := map[string]bool{}
+	var collect func(reflect.Type)
+	collect = func(t reflect.Type) {
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case f.Anonymous && f.Type.Kind() == reflect.Struct && name == "":
+				collect(f.Type)
+			case name != "-" && f.IsExported():
+				names[cmp.Or(name, f.Name)] = true
+			}
+		}
+	}
+	collect(t)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil // the decoder accepted it: null
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return decodeError(err)
+		}
+		key, _ := tok.(string)
+		if !names[key] {
+			return tessera.Invalid(key, "unknown field %q", key)
+		}
+		if seen[key] {
+			return tessera.Invalid(key, "field %q is given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return decodeError(err)
+		}
+	}
+	return nil
+}
+
 func badTimeField(body []byte, dst any) string {
 	var fields map[string]json.RawMessage
 	t := reflect.TypeOf(dst)

@@ -85,11 +85,13 @@ type counterKey struct {
 func newAuditor() *auditor { return &auditor{pending: map[counterKey]int64{}} }
 
 // ipHash returns the salted hash of the request's address group, creating
-// the day's salt inside tx when this is the day's first event.
-func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (string, error) {
+// the day's salt inside tx when this is the day's first event. A salt it
+// had to read or create comes back as fresh, for the caller to cache once
+// tx has committed: a salt from a rolled-back transaction was never stored.
+func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (hash string, fresh *daySalt, err error) {
 	addr, ok := ctx.Value(clientKey{}).(netip.Addr)
 	if !ok || !addr.IsValid() {
-		return "", nil
+		return "", nil, nil
 	}
 	day := now.UTC().Format(time.DateOnly)
 	s.audit.mu.Lock()
@@ -99,27 +101,25 @@ func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (strin
 	}
 	s.audit.mu.Unlock()
 	if salt == nil {
-		var err error
 		salt, err = tx.SaltGet(day)
 		if errors.Is(err, store.ErrNotFound) {
-			fresh := make([]byte, 32)
-			_, _ = rand.Read(fresh)
-			salt, err = tx.SaltPut(day, fresh)
+			random := make([]byte, 32)
+			_, _ = rand.Read(random)
+			salt, err = tx.SaltPut(day, random)
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		// The salt is cached only once its transaction committed; until
-		// then another transaction would read it from the store anyway.
-		defer func() {
-			s.audit.mu.Lock()
-			s.audit.saltDay, s.audit.salt = day, salt
-			s.audit.mu.Unlock()
-		}()
+		fresh = &daySalt{day: day, salt: salt}
 	}
 	m := hmac.New(sha256.New, salt)
 	m.Write(GroupAddr(addr).AsSlice())
-	return hex.EncodeToString(m.Sum(nil)[:16]), nil
+	return hex.EncodeToString(m.Sum(nil)[:16]), fresh, nil
+}
+
+type daySalt struct {
+	day  string
+	salt []byte
 }
 
 // audited runs one action: fn inside a write transaction that also writes
@@ -157,6 +157,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	now := s.clock.Now()
 	ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
 		KeyID: a.Key.ID, Action: action, Status: 200}
+	var salt *daySalt
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if creates {
 			if err := s.ensureNamespace(tx, ns); err != nil {
@@ -167,13 +168,18 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 			return err
 		}
 		var err error
-		if ev.IPHash, err = s.ipHash(ctx, tx, now); err != nil {
+		if ev.IPHash, salt, err = s.ipHash(ctx, tx, now); err != nil {
 			return err
 		}
 		return tx.AuditInsert(ev)
 	})
 	if err != nil {
 		return err
+	}
+	if salt != nil {
+		s.audit.mu.Lock()
+		s.audit.saltDay, s.audit.salt = salt.day, salt.salt
+		s.audit.mu.Unlock()
 	}
 	if creates {
 		s.markKnown(ns)

@@ -331,12 +331,15 @@ type Me struct {
 }
 
 // WhoAmI answers GET /v1/me for any valid key.
-func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor, ns string) (*Me, error) {
+func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor) (*Me, error) {
 	a, err := s.auth.Recheck(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	err = s.auditedRead(ctx, a, ns, ActMe, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	// Any valid key may ask, under any namespace's prefix: the event is
+	// kept in main, so a key writes nothing into a namespace it has no
+	// grant for (§4).
+	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActMe, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = a.Key.ID
 		return nil
 	})

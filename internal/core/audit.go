@@ -36,8 +36,9 @@ const (
 
 // Counter outcomes for things that are not failures.
 const (
-	OutcomeEmpty   = "empty"
-	OutcomeTimeout = "timeout"
+	OutcomeEmpty    = "empty"
+	OutcomeTimeout  = "timeout"
+	OutcomeReplayed = "replayed"
 )
 
 type clientKey struct{}

@@ -317,9 +317,11 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 		// The check reuses idempotent() in a read transaction, where act
 		// only says "not done yet".
 		err := s.store.View(ctx, func(tx store.Tx) error {
-			return idempotent(tx, e, req, &out, func() error { return errFirstTime })
+			_, err := idempotent(tx, nil, e, req, &out, func() error { return errFirstTime })
+			return err
 		})
 		if err == nil {
+			s.countReplay(true, a, ns, ActBlobCommit)
 			return &out, nil
 		}
 		if !errors.Is(err, errFirstTime) {
@@ -350,9 +352,10 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 	case err != nil:
 		return nil, err
 	}
-	err = s.auditedCreate(ctx, a, ns, ActBlobCommit, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	replayed := false
+	err = s.auditedCreate(ctx, a, ns, ActBlobCommit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target, ev.RunID = tessera.BlobRef(u.SHA256), u.RunID
-		return idempotent(tx, e, req, &out, func() error {
+		replayed, err = idempotent(tx, ev, e, req, &out, func() error {
 			if err := tx.UploadDelete(ns, id); err != nil {
 				return notFound(err, "upload", id)
 			}
@@ -378,10 +381,12 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 			out = *blobInfo(blob)
 			return nil
 		})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.countReplay(replayed, a, ns, ActBlobCommit)
 	// The metadata is stored; the upload's own name for the bytes goes.
 	// Left behind by a crash, it is swept with the temporary files.
 	_ = fs.Discard(id)

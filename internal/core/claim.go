@@ -243,7 +243,7 @@ func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, a
 		if err != nil {
 			return err
 		}
-		ev.Target, ev.RunID, ev.Public = id, task.Lease.RunID, task.Public
+		ev.Target, ev.RunID = id, task.Lease.RunID
 		return fn(tx, task, now)
 	})
 	return s.noticeLapse(ctx, ns, token, err)
@@ -378,10 +378,11 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 	}
 	var out tessera.Task
 	route := "submit:" + id
-	err = s.audited(ctx, a, ns, ActSubmit, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	replayed := false
+	err = s.audited(ctx, a, ns, ActSubmit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target = id
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: s.clock.Now()}
-		return idempotent(tx, e, p, &out, func() error {
+		replayed, err = idempotent(tx, ev, e, p, &out, func() error {
 			now := s.clock.Now()
 			task, err := holdLease(tx, ns, id, p.LeaseToken, now)
 			if err != nil {
@@ -395,10 +396,12 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 			out.State = out.VisibleState(now) // remembered as sent
 			return nil
 		})
+		return err
 	})
 	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
 		return nil, err
 	}
+	s.countReplay(replayed, a, ns, ActSubmit)
 	out.State = out.VisibleState(s.clock.Now())
 	return &out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -30,16 +31,19 @@ func ValidIdempotencyKey(k string) bool {
 
 // idempotent runs act inside tx unless the same principal already made this
 // request on this route with this key. A repeat with the same request
-// replays the stored result into out without acting; a different request is
-// idempotency_conflict. Only successes are remembered: a failed attempt
-// rolls back with its transaction, so the client may retry it.
-func idempotent(tx store.Tx, e store.Idempotency, req, out any, act func() error) error {
+// replays the stored result into out without acting, and reports true; a
+// different request is idempotency_conflict. Only successes are
+// remembered: a failed attempt rolls back with its transaction, so the
+// client may retry it. On a replay the caller's audited action writes no
+// event (nothing was done again): ev's action is cleared, and the replay
+// is to be counted.
+func idempotent(tx store.Tx, ev *tessera.AuditEvent, e store.Idempotency, req, out any, act func() error) (replayed bool, err error) {
 	if e.Key == "" {
-		return act()
+		return false, act()
 	}
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("idempotency request: %w", err)
+		return false, fmt.Errorf("idempotency request: %w", err)
 	}
 	sum := sha256.Sum256(reqJSON)
 	e.RequestHash = sum[:]
@@ -47,17 +51,27 @@ func idempotent(tx store.Tx, e store.Idempotency, req, out any, act func() error
 	switch {
 	case err == nil:
 		if !bytes.Equal(prev.RequestHash, e.RequestHash) {
-			return tessera.Errorf(tessera.CodeIdempotencyConflict, "this Idempotency-Key was used with a different request")
+			return false, tessera.Errorf(tessera.CodeIdempotencyConflict, "this Idempotency-Key was used with a different request")
 		}
-		return json.Unmarshal(prev.Response, out)
+		if ev != nil {
+			ev.Action = ""
+		}
+		return true, json.Unmarshal(prev.Response, out)
 	case !errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("idempotency lookup: %w", err)
+		return false, fmt.Errorf("idempotency lookup: %w", err)
 	}
 	if err := act(); err != nil {
-		return err
+		return false, err
 	}
 	if e.Response, err = json.Marshal(out); err != nil {
-		return fmt.Errorf("idempotency response: %w", err)
+		return false, fmt.Errorf("idempotency response: %w", err)
 	}
-	return tx.IdempotencyPut(&e)
+	return false, tx.IdempotencyPut(&e)
+}
+
+// countReplay counts an idempotent replay, which is no action.
+func (s *Service) countReplay(replayed bool, a *auth.Actor, ns, action string) {
+	if replayed {
+		s.Count(a.Principal.ID, ns, action, OutcomeReplayed)
+	}
 }

@@ -96,10 +96,11 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 		return nil, err
 	}
 	var out tessera.Record
-	err = s.auditedCreate(ctx, a, ns, ActRecordWrite, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	replayed := false
+	err = s.auditedCreate(ctx, a, ns, ActRecordWrite, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target = bucket + "/" + key
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "record:" + bucket + "/" + key, Key: idemKey, CreatedAt: s.clock.Now()}
-		return idempotent(tx, e, p, &out, func() error {
+		replayed, err = idempotent(tx, ev, e, p, &out, func() error {
 			now := s.clock.Now()
 			rec := tessera.Record{Namespace: ns, Bucket: bucket, Key: key, Value: value, WrittenBy: a.Principal.ID, CreatedAt: now}
 			if p.LeaseToken != "" {
@@ -146,10 +147,12 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 			}
 			return nil
 		})
+		return err
 	})
 	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
 		return nil, err
 	}
+	s.countReplay(replayed, a, ns, ActRecordWrite)
 	return &out, nil
 }
 

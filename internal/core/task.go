@@ -132,20 +132,23 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
 	var out tessera.Task
-	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueue, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	replayed := false
+	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueue, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
-		return idempotent(tx, e, req, &out, func() error {
+		replayed, err = idempotent(tx, ev, e, req, &out, func() error {
 			out = *task
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
 			out.State = out.VisibleState(now)
 			return tx.TaskInsert(task)
 		})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.countReplay(replayed, a, ns, ActTaskEnqueue)
 	if out.ID == task.ID {
 		s.hints.enqueued(queueTopic(ns, task.Queue))
 		s.signals.fire(queueTopic(ns, task.Queue))
@@ -166,7 +169,7 @@ func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*t
 		if task, err = tx.TaskGet(ns, id); err != nil {
 			return notFound(err, "task", id)
 		}
-		ev.Target, ev.Public = id, task.Public
+		ev.Target = id
 		task.Runs, err = tx.RunList(ns, id)
 		return err
 	})
@@ -294,7 +297,7 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 		if task, err = tx.TaskGet(ns, id); err != nil {
 			return notFound(err, "task", id)
 		}
-		ev.Target, ev.Public = id, task.Public
+		ev.Target = id
 		if task.Lease != nil {
 			ev.RunID = task.Lease.RunID
 		}

@@ -375,3 +375,65 @@ func TestRetentionDrainsEveryBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An idempotent replay does nothing again, so it writes no event: it is
+// counted, and the public feed shows the one enqueue.
+func TestAuditReplayIsCountedNotEvented(t *testing.T) {
+	s := newTestServer(t)
+	key, pid := s.newKey("agent", "namespace:main", "enqueue", "read")
+	for range 3 {
+		s.must(201, "POST", "/v1/tasks", key, map[string]any{"title": "once", "public": true}, "Idempotency-Key", "k1")
+	}
+	page := adminAudit(s, "principal="+pid+"&action="+core.ActTaskEnqueue)
+	if len(page.Events) != 1 {
+		t.Errorf("%d enqueue events for one enqueue and two replays", len(page.Events))
+	}
+	var replays int64
+	for _, c := range page.Counters {
+		if c.Outcome == core.OutcomeReplayed {
+			replays += c.Count
+		}
+	}
+	if replays != 2 {
+		t.Errorf("%d replays counted, want 2", replays)
+	}
+	var feed core.ActivityPage
+	s.must(200, "GET", "/v1/public/activity", "", nil).decode(t, &feed)
+	if len(feed.Events) != 1 {
+		t.Errorf("public feed shows %d events for one enqueue", len(feed.Events))
+	}
+}
+
+// Reads and heartbeats of public work are audited but not published: the
+// feed shows enqueues, claims, submits and public record writes.
+func TestActivityLeavesOutReadsAndHeartbeats(t *testing.T) {
+	s := newTestServer(t)
+	key, _ := s.newKey("agent", "namespace:main", "enqueue", "read", "claim")
+	task := s.enqueue("main", key, map[string]any{"public": true})
+	c := s.claim("main", key, "default")
+	for range 2 {
+		s.must(200, "GET", "/v1/tasks/"+task.ID, key, nil)
+		s.must(200, "POST", "/v1/claims/"+task.ID+"/heartbeat", key, map[string]any{"lease_token": c.Lease.Token})
+	}
+	var feed core.ActivityPage
+	s.must(200, "GET", "/v1/public/activity", "", nil).decode(t, &feed)
+	for _, e := range feed.Events {
+		if e.Action == core.ActTaskGet || e.Action == core.ActHeartbeat {
+			t.Errorf("the public feed publishes %s", e.Action)
+		}
+	}
+	if len(feed.Events) != 2 {
+		t.Errorf("feed has %d events, want the enqueue and the claim", len(feed.Events))
+	}
+}
+
+// /ns/{ns}/v1/me answers any valid key, and writes nothing into a namespace
+// the key has no grant for (§4).
+func TestMeUnderForeignNamespaceWritesNothingThere(t *testing.T) {
+	s := newTestServer(t)
+	key, _ := s.newKey("agent", "namespace:main", "read")
+	s.must(200, "GET", "/ns/someone-else/v1/me", key, nil)
+	if page := adminAudit(s, "namespace=someone-else"); len(page.Events) != 0 {
+		t.Errorf("a key without a grant left %d events in someone-else", len(page.Events))
+	}
+}

@@ -53,7 +53,7 @@ func (s *Server) taskRoutes() []route {
 }
 
 func (s *Server) me(c *call) error {
-	me, err := s.core.WhoAmI(c.ctx, c.actor, c.ns)
+	me, err := s.core.WhoAmI(c.ctx, c.actor)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ type Totals struct {
 type Meter struct {
 	clock tessera.Clock
 	path  string // where the day's totals persist; "" for none
+	// saveMu orders saves: the periodic one and an allowance change may
+	// race, and a file must never hold two writers' bytes or go back in time.
+	saveMu sync.Mutex
 
 	mu      sync.Mutex
 	day     string
@@ -206,6 +209,8 @@ func (m *Meter) Save() error {
 	if m.path == "" {
 		return nil
 	}
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
 	m.mu.Lock()
 	if !m.dirty {
 		m.mu.Unlock()
@@ -218,14 +223,38 @@ func (m *Meter) Save() error {
 	if err != nil {
 		return err
 	}
-	tmp := m.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := writeFileAtomic(m.path, b); err != nil {
+		m.mu.Lock()
+		m.dirty = true
+		m.mu.Unlock()
 		return fmt.Errorf("meter: %w", err)
 	}
-	if err := os.Rename(tmp, m.path); err != nil {
-		return fmt.Errorf("meter: %w", err)
+	return nil
+}
+
+// writeFileAtomic replaces path with b: a synced temp file renamed over it,
+// then the directory synced, so a crash leaves the old file or the new.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
 	}
-	return syncDir(filepath.Dir(m.path))
+	defer os.Remove(f.Name()) // a no-op once renamed
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 func syncDir(dir string) error {

@@ -117,3 +117,38 @@ func TestTotalsPersist(t *testing.T) {
 		t.Errorf("yesterday's totals or raise carried over: %+v", got)
 	}
 }
+
+// Saves racing with allowance changes never leave a file that does not
+// open, nor one older than the last save.
+func TestConcurrentSavesKeepTheFileWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.json")
+	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	m, err := Open(path, clock, Allowance{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			_ = m.SetAllowance(Allowance{RowsWrittenPerDay: int64(i + 1)})
+		}
+	}()
+	for range 200 {
+		m.Add(context.Background(), 1, 1)
+		if err := m.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	if err := m.Save(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(path, clock, Allowance{})
+	if err != nil {
+		t.Fatalf("reopen after racing saves: %v", err)
+	}
+	if got := again.Today(); got.RowsWritten != 200 || got.Allowance.RowsWrittenPerDay != 200 {
+		t.Errorf("after racing saves: %+v", got)
+	}
+}

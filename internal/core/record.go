@@ -19,10 +19,6 @@ const (
 	// MaxValueLen bounds a record value, measured compacted.
 	MaxValueLen = 256 << 10
 	MaxKeyLen   = 256
-	// maxPageValues bounds the value bytes of one listing page: a page of
-	// 200 full-size values would be 50 MiB, so a page stops early (after
-	// at least one record) once it carries this much.
-	maxPageValues = 1 << 20
 )
 
 // Bucket names follow the queue and label rule (ValidName). Keys allow a
@@ -225,13 +221,14 @@ func pageParams(cursor string, limit int) (string, int, error) {
 }
 
 // cutPage keeps at most limit records of recs (which holds up to limit+1)
-// and stops early once the page carries maxPageValues bytes of values. It
-// reports whether more records follow.
+// and stops early once the page carries store.PageBytes of values (the
+// store stopped one row after that). It reports whether more records
+// follow.
 func cutPage(recs []tessera.Record, limit int) ([]tessera.Record, bool) {
 	size := 0
 	for i := range recs {
 		size += len(recs[i].Value)
-		if i+1 == limit || size >= maxPageValues {
+		if i+1 == limit || size >= store.PageBytes {
 			return recs[:i+1], len(recs) > i+1
 		}
 	}

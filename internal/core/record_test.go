@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -87,7 +88,7 @@ func TestParseSum(t *testing.T) {
 	}
 }
 
-// A listing page stops at its limit, or once it carries maxPageValues of
+// A listing page stops at its limit, or once it carries store.PageBytes of
 // values, whichever comes first, and always holds at least one record.
 func TestCutPage(t *testing.T) {
 	recs := func(sizes ...int) []tessera.Record {
@@ -107,9 +108,9 @@ func TestCutPage(t *testing.T) {
 		{[]int{1, 1}, 2, 2, false},
 		{[]int{1}, 2, 1, false},
 		{nil, 2, 0, false},
-		{[]int{maxPageValues + 5, 1}, 10, 1, true},
-		{[]int{maxPageValues / 2, maxPageValues / 2, 1}, 10, 2, true},
-		{[]int{maxPageValues/2 - 1, maxPageValues / 2, 1}, 10, 3, false},
+		{[]int{store.PageBytes + 5, 1}, 10, 1, true},
+		{[]int{store.PageBytes / 2, store.PageBytes / 2, 1}, 10, 2, true},
+		{[]int{store.PageBytes/2 - 1, store.PageBytes / 2, 1}, 10, 3, false},
 	} {
 		page, more := cutPage(recs(c.sizes...), c.limit)
 		if len(page) != c.n || more != c.more {

@@ -225,15 +225,24 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 	page := &TaskPage{Tasks: []tessera.Task{}}
 	err = s.auditedRead(ctx, a, ns, ActTaskList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "tasks"
-		// One extra row tells whether another page follows.
+		// One extra row tells whether another page follows; a page also
+		// ends once it carries store.PageBytes of briefs and payloads.
+		limit := f.Limit
 		f.Limit++
 		tasks, err := tx.TaskList(ns, f)
 		if err != nil {
 			return err
 		}
-		if len(tasks) == f.Limit {
-			tasks = tasks[:f.Limit-1]
-			page.NextCursor = encodeCursor(tasks[len(tasks)-1].ID)
+		size := 0
+		for i := range tasks {
+			size += len(tasks[i].Brief) + len(tasks[i].Payload) + len(tasks[i].Result) + len(tasks[i].Progress)
+			if i+1 == limit || size >= store.PageBytes {
+				if len(tasks) > i+1 {
+					page.NextCursor = encodeCursor(tasks[i].ID)
+				}
+				tasks = tasks[:i+1]
+				break
+			}
 		}
 		for i := range tasks {
 			tasks[i].State = tasks[i].VisibleState(f.Now)

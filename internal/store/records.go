@@ -21,9 +21,11 @@ type RecordTx interface {
 	RecordGet(ns, bucket, key string, version int64) (*tessera.Record, error)
 	// RecordVersions returns versions of bucket/key, newest first, below
 	// version before (0: from the head), with their values.
+	// It stops early past PageBytes, like every listing.
 	RecordVersions(ns, bucket, key string, before int64, limit int) ([]tessera.Record, error)
 	// RecordHeads returns the heads of a bucket whose key starts with
 	// prefix, ordered by key, after key after, with their values.
+	// It stops early past PageBytes.
 	RecordHeads(ns, bucket, prefix, after string, limit int) ([]tessera.Record, error)
 	// RecordPublicHeads returns the heads of the namespace's public
 	// buckets with their values, ordered by bucket then key, after the

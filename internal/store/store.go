@@ -18,6 +18,12 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when an insert collides with an existing row.
 var ErrConflict = errors.New("already exists")
 
+// PageBytes bounds what one listing holds in memory: a listing of tasks or
+// records stops once the rows it returned carry this many bytes of values
+// (briefs, payloads, results, record values), plus one row more, so the
+// caller can tell that another page follows.
+const PageBytes = 1 << 20
+
 // Store opens transactions. Every statement runs inside one, so the meter
 // can attribute rows to the request that caused them.
 type Store interface {
@@ -62,6 +68,7 @@ type Tx interface {
 	// TaskUpdate writes a task's mutable fields: state, attempts, run_at,
 	// lease, cancel flag, result, error, progress and updated_at.
 	TaskUpdate(t *tessera.Task) error
+	// TaskList returns at most f.Limit tasks and stops early past PageBytes.
 	TaskList(ns string, f TaskFilter) ([]tessera.Task, error)
 	// TaskNextReady returns the ready task of a queue to claim next: highest
 	// priority, then oldest run_at, then id; run_at must have come.

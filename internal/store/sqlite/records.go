@@ -38,11 +38,13 @@ func scanRecord(s *sqlite3.Stmt) tessera.Record {
 
 func (t *tx) records(sql string, args []any) ([]tessera.Record, error) {
 	var out []tessera.Record
+	var page pageBudget
 	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
-		out = append(out, scanRecord(s))
-		return nil
+		r := scanRecord(s)
+		out = append(out, r)
+		return page.take(len(r.Value))
 	})
-	return out, err
+	return out, page.done(err)
 }
 
 func (t *tx) RecordHead(ns, bucket, key string) (int64, error) {

@@ -95,14 +95,16 @@ func (t *tx) TaskUpdate(task *tessera.Task) error {
 
 func (t *tx) tasks(sql string, args []any) ([]tessera.Task, error) {
 	var out []tessera.Task
+	var page pageBudget
 	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
 		task, err := scanTask(s)
-		if err == nil {
-			out = append(out, *task)
+		if err != nil {
+			return err
 		}
-		return err
+		out = append(out, *task)
+		return page.take(len(task.Brief) + len(task.Payload) + len(task.Result) + len(task.Progress))
 	})
-	return out, err
+	return out, page.done(err)
 }
 
 func (t *tx) TaskList(ns string, f store.TaskFilter) ([]tessera.Task, error) {

@@ -2,10 +2,13 @@ package sqlite
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+
+	"github.com/tessera-dev/tessera/internal/store"
 )
 
 // Times are stored as Unix milliseconds: compact, indexable, and the
@@ -83,3 +86,32 @@ func colBlob(s *sqlite3.Stmt, i int) []byte {
 	}
 	return s.ColumnBlob(i, nil)
 }
+
+// pageBudget stops a listing once its rows carry store.PageBytes of
+// values, after one row more: the caller sees that another page follows
+// without the listing holding every value of a full page in memory.
+type pageBudget struct {
+	bytes int
+	full  bool
+}
+
+var errPageFull = errors.New("page full")
+
+// take counts a row's value bytes; it answers errPageFull to stop stepping.
+func (p *pageBudget) take(n int) error {
+	if p.full {
+		return errPageFull
+	}
+	p.bytes += n
+	p.full = p.bytes >= store.PageBytes
+	return nil
+}
+
+// done turns the stop into success.
+func (p *pageBudget) done(err error) error {
+	if errors.Is(err, errPageFull) {
+		return nil
+	}
+	return err
+}
+

@@ -114,4 +114,3 @@ func (p *pageBudget) done(err error) error {
 	}
 	return err
 }
-

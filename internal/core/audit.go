@@ -284,6 +284,9 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 		return
 	}
 	s.nsMu.Lock()
+	if len(s.identities) >= maxRemembered {
+		clear(s.identities)
+	}
 	s.identities[key] = id
 	s.nsMu.Unlock()
 	if wrote && touch {

@@ -63,17 +63,25 @@ func taskTopic(ns, id string) string     { return "t\x00" + ns + "\x00" + id }
 // hints keeps the Retry-After advice of empty claims (§6): per key and
 // queue it doubles 5, 10, 20, 40, 60; a grant to the key or an enqueue to
 // the queue starts it over. Queue generations make the enqueue reset O(1).
+// Everything idle for hintIdle is swept, so client-chosen key and queue
+// names cannot grow the maps without bound.
 type hints struct {
 	mu     sync.Mutex
 	byKey  map[string]map[string]hint // key id → queue topic → hint
-	gens   map[string]uint64          // queue topic → enqueue generation
+	gens   map[string]generation      // queue topic → its last enqueue
+	seq    uint64                     // enqueues seen, across queues
 	swept  time.Time
 	lastOp map[string]time.Time // key id → last empty claim, for eviction
 }
 
 type hint struct {
-	next int // seconds to advise on the next empty claim
-	gen  uint64
+	next int    // seconds to advise on the next empty claim
+	gen  uint64 // the queue's generation when the advice started
+}
+
+type generation struct {
+	seq uint64
+	at  time.Time
 }
 
 const (
@@ -85,7 +93,7 @@ const (
 )
 
 func newHints() *hints {
-	return &hints{byKey: map[string]map[string]hint{}, gens: map[string]uint64{}, lastOp: map[string]time.Time{}}
+	return &hints{byKey: map[string]map[string]hint{}, gens: map[string]generation{}, lastOp: map[string]time.Time{}}
 }
 
 // empty records an empty claim and returns the advice for it.
@@ -100,8 +108,8 @@ func (h *hints) empty(keyID, topic string, now time.Time) int {
 	}
 	h.lastOp[keyID] = now
 	cur, ok := m[topic]
-	if !ok || cur.gen != h.gens[topic] {
-		cur = hint{next: hintFirst, gen: h.gens[topic]}
+	if gen := h.gens[topic].seq; !ok || cur.gen != gen {
+		cur = hint{next: hintFirst, gen: gen}
 	}
 	advice := cur.next
 	cur.next = min(cur.next*2, hintCeiling)
@@ -118,9 +126,10 @@ func (h *hints) granted(keyID string) {
 }
 
 // enqueued resets every key's hint for the queue.
-func (h *hints) enqueued(topic string) {
+func (h *hints) enqueued(topic string, now time.Time) {
 	h.mu.Lock()
-	h.gens[topic]++
+	h.seq++
+	h.gens[topic] = generation{seq: h.seq, at: now}
 	h.mu.Unlock()
 }
 
@@ -133,6 +142,14 @@ func (h *hints) sweep(now time.Time) {
 		if now.Sub(at) > hintIdle {
 			delete(h.byKey, k)
 			delete(h.lastOp, k)
+		}
+	}
+	// A generation older than hintIdle has been seen by every key still
+	// polling (they poll at least every 60 s); a swept one reads as 0,
+	// which at worst starts a hint over early.
+	for topic, g := range h.gens {
+		if now.Sub(g.at) > hintIdle {
+			delete(h.gens, topic)
 		}
 	}
 }
@@ -203,12 +220,28 @@ func (a *admission) admit(ctx context.Context, keyID string) (func(), error) {
 func (a *admission) budget(keyID string, now time.Time) *keyBudget {
 	b, ok := a.keys[keyID]
 	if !ok {
+		if len(a.keys) >= maxBudgets {
+			a.sweep(now)
+		}
 		b = &keyBudget{tokens: float64(a.cfg.ClaimBurst), last: now, freed: make(chan struct{})}
 		a.keys[keyID] = b
 	}
 	b.tokens = min(float64(a.cfg.ClaimBurst), b.tokens+now.Sub(b.last).Seconds()*a.cfg.ClaimRate)
 	b.last = now
 	return b
+}
+
+// maxBudgets is how many keys' budgets are kept before idle ones are swept.
+const maxBudgets = 4096
+
+// sweep forgets budgets that are idle and would have refilled by now: they
+// carry no information a fresh budget would not. a.mu held.
+func (a *admission) sweep(now time.Time) {
+	for id, b := range a.keys {
+		if b.inFlight == 0 && b.tokens+now.Sub(b.last).Seconds()*a.cfg.ClaimRate >= float64(a.cfg.ClaimBurst) {
+			delete(a.keys, id)
+		}
+	}
 }
 
 func (a *admission) release(keyID string) {
@@ -218,8 +251,8 @@ func (a *admission) release(keyID string) {
 	b.inFlight--
 	close(b.freed)
 	b.freed = make(chan struct{})
-	// A full, idle bucket carries no information: forget it so the map
-	// holds only keys that are claiming.
+	// A full, idle bucket carries no information: forget it at once when
+	// it can be; the others go in the next sweep.
 	if b.inFlight == 0 && b.tokens+time.Since(b.last).Seconds()*a.cfg.ClaimRate >= float64(a.cfg.ClaimBurst) {
 		delete(a.keys, keyID)
 	}

@@ -149,8 +149,15 @@ func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error
 	return err
 }
 
+// maxRemembered bounds the namespaces and identities remembered in
+// memory; past it they are forgotten and re-learned from the store.
+const maxRemembered = 65536
+
 func (s *Service) markKnown(ns string) {
 	s.nsMu.Lock()
+	if len(s.known) >= maxRemembered {
+		clear(s.known)
+	}
 	s.known[ns] = true
 	s.nsMu.Unlock()
 }

@@ -150,7 +150,7 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 	}
 	s.countReplay(replayed, a, ns, ActTaskEnqueue)
 	if out.ID == task.ID {
-		s.hints.enqueued(queueTopic(ns, task.Queue))
+		s.hints.enqueued(queueTopic(ns, task.Queue), s.clock.Now())
 		s.signals.fire(queueTopic(ns, task.Queue))
 	}
 	out.State = out.VisibleState(s.clock.Now())

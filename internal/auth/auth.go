@@ -106,6 +106,9 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	// forgets counts ForgetKey and ForgetPrincipal calls: a lookup that
+	// began before one may have read the old row, and is not cached.
+	forgets uint64
 }
 
 type cached struct {
@@ -157,6 +160,7 @@ func (a *Authenticator) resolve(ctx context.Context, id string) (*tessera.Key, *
 	now := a.clock.Now()
 	a.mu.Lock()
 	c, ok := a.cache[id]
+	forgets := a.forgets
 	a.mu.Unlock()
 	if ok && now.Sub(c.at) < a.ttl && !now.Before(c.at) {
 		return &c.key, &c.principal, nil
@@ -176,6 +180,12 @@ func (a *Authenticator) resolve(ctx context.Context, id string) (*tessera.Key, *
 		return nil, nil, fmt.Errorf("look up key %s: %w", id, err)
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.forgets != forgets {
+		// A revocation or principal change landed while this lookup ran:
+		// the row read may predate it, so it answers this request only.
+		return k, p, nil
+	}
 	if len(a.cache) >= maxCached {
 		for cid, c := range a.cache {
 			if now.Sub(c.at) >= a.ttl {
@@ -187,13 +197,13 @@ func (a *Authenticator) resolve(ctx context.Context, id string) (*tessera.Key, *
 		}
 	}
 	a.cache[id] = cached{key: *k, principal: *p, at: now}
-	a.mu.Unlock()
 	return k, p, nil
 }
 
 // ForgetKey drops a cached key, so a revocation is seen at once here.
 func (a *Authenticator) ForgetKey(id string) {
 	a.mu.Lock()
+	a.forgets++
 	delete(a.cache, id)
 	a.mu.Unlock()
 }
@@ -215,6 +225,7 @@ func (a *Authenticator) Touched(principalID string, at time.Time) {
 // kind or account is seen by the next request.
 func (a *Authenticator) ForgetPrincipal(id string) {
 	a.mu.Lock()
+	a.forgets++
 	for kid, c := range a.cache {
 		if c.principal.ID == id {
 			delete(a.cache, kid)

@@ -56,6 +56,20 @@ func (s *Service) blobLock(ns, sum string) int {
 	return int(h.Sum32() % uint32(len(s.blob.locks)))
 }
 
+// blobWriter is the check every blob write step starts with: the write
+// scope on ns, and a byte store to write to.
+func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns string) (*auth.Actor, *blobfs.FS, error) {
+	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, err := s.blobStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, fs, nil
+}
+
 func (s *Service) blobStore() (*blobfs.FS, error) {
 	if s.blob.fs == nil {
 		return nil, tessera.Errorf(tessera.CodeUnavailable, "this server has no blob storage configured")
@@ -154,10 +168,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 	if err != nil {
 		return nil, err
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionWrite); err != nil {
-		return nil, err
-	}
-	if _, err := s.blobStore(); err != nil {
+	if a, _, err = s.blobWriter(ctx, a, ns); err != nil {
 		return nil, err
 	}
 	var out BlobDeclared
@@ -258,11 +269,7 @@ type UploadReceived struct {
 // to the byte store, at most MaxBlobBytes of them, hashing on the way. A
 // repeat replaces the bytes sent before. It writes no metadata.
 func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, body io.Reader) (*UploadReceived, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
-	if err != nil {
-		return nil, err
-	}
-	fs, err := s.blobStore()
+	a, fs, err := s.blobWriter(ctx, a, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -299,11 +306,7 @@ func blobInfo(b *tessera.Blob) *BlobInfo { return &BlobInfo{Ref: b.Ref(), Blob: 
 // declared, so the commit can be retried; the sweep removes such bytes
 // once the upload expires.
 func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey string) (*BlobInfo, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
-	if err != nil {
-		return nil, err
-	}
-	fs, err := s.blobStore()
+	a, fs, err := s.blobWriter(ctx, a, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,17 @@ func adminAudit(s *testServer, query string) core.AuditPage {
 	return page
 }
 
+// counted sums a page's counters with the given outcome.
+func counted(page core.AuditPage, outcome string) int64 {
+	var n int64
+	for _, c := range page.Counters {
+		if c.Outcome == outcome {
+			n += c.Count
+		}
+	}
+	return n
+}
+
 func eventActions(page core.AuditPage) map[string]tessera.AuditEvent {
 	out := map[string]tessera.AuditEvent{}
 	for _, e := range page.Events {
@@ -149,13 +160,7 @@ func TestAuditClaimEventsOncePerRequest(t *testing.T) {
 	if len(page.Events) != 1 {
 		t.Errorf("%d claim-events events, want 1", len(page.Events))
 	}
-	var timeouts int64
-	for _, c := range page.Counters {
-		if c.Outcome == core.OutcomeTimeout {
-			timeouts += c.Count
-		}
-	}
-	if timeouts != 1 {
+	if timeouts := counted(page, core.OutcomeTimeout); timeouts != 1 {
 		t.Errorf("%d long-poll timeouts counted, want 1", timeouts)
 	}
 }
@@ -388,13 +393,7 @@ func TestAuditReplayIsCountedNotEvented(t *testing.T) {
 	if len(page.Events) != 1 {
 		t.Errorf("%d enqueue events for one enqueue and two replays", len(page.Events))
 	}
-	var replays int64
-	for _, c := range page.Counters {
-		if c.Outcome == core.OutcomeReplayed {
-			replays += c.Count
-		}
-	}
-	if replays != 2 {
+	if replays := counted(page, core.OutcomeReplayed); replays != 2 {
 		t.Errorf("%d replays counted, want 2", replays)
 	}
 	var feed core.ActivityPage

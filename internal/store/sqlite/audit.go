@@ -32,9 +32,10 @@ func (t *tx) AuditInsert(e *tessera.AuditEvent) error {
 	return err
 }
 
-// auditScope picks the primary key an audit read walks: one namespace's,
-// or every namespace's through auditNamespaces. It returns the statement's
-// prefix (a WITH clause or ""), its WHERE clause and arguments.
+// auditScope picks the primary key an audit read walks — one namespace's,
+// or every namespace's through auditNamespaces — and adds the filters both
+// tables share. It returns the statement's prefix (a WITH clause or ""),
+// its WHERE clause and arguments.
 func auditScope(f store.AuditFilter, table string) (string, string, []any) {
 	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
 	if f.Namespace == "" {
@@ -43,6 +44,10 @@ func auditScope(f store.AuditFilter, table string) (string, string, []any) {
 	if f.PrincipalID != "" {
 		where += ` AND principal_id = ?`
 		args = append(args, f.PrincipalID)
+	}
+	if f.Action != "" {
+		where += ` AND action = ?`
+		args = append(args, f.Action)
 	}
 	return with, where, args
 }
@@ -57,10 +62,6 @@ func (t *tx) AuditEvents(f store.AuditFilter) ([]tessera.AuditEvent, error) {
 	if f.Before != "" {
 		where += ` AND id < ?`
 		args = append(args, f.Before)
-	}
-	if f.Action != "" {
-		where += ` AND action = ?`
-		args = append(args, f.Action)
 	}
 	args = append(args, f.Limit)
 	var out []tessera.AuditEvent
@@ -90,10 +91,6 @@ func (t *tx) AuditCounters(f store.AuditFilter) ([]tessera.AuditCounter, error) 
 	with, where, args := auditScope(f, "audit_counters")
 	where += ` AND minute >= ?`
 	args = append(args, f.Since.Unix()/60)
-	if f.Action != "" {
-		where += ` AND action = ?`
-		args = append(args, f.Action)
-	}
 	if f.Outcome != "" {
 		where += ` AND outcome = ?`
 		args = append(args, f.Outcome)

@@ -170,7 +170,7 @@ func (a *Authenticator) resolve(ctx context.Context, id string) (*tessera.Key, *
 		p *tessera.Principal
 	)
 	err := a.store.View(ctx, func(tx store.Tx) (err error) {
-		k, p, err = tx.KeyLookup(id)
+		k, p, err = tx.KeyLookup(ctx, id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -38,10 +38,10 @@ func TestRevocationDuringLookupIsNotCached(t *testing.T) {
 	defer db.Close()
 	key, id, hash := NewKey()
 	err = db.Update(ctx, func(tx store.Tx) error {
-		if err := tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: "agent", CreatedAt: clock.Now()}); err != nil {
+		if err := tx.PrincipalCreate(ctx, &tessera.Principal{ID: "p1", Kind: "agent", CreatedAt: clock.Now()}); err != nil {
 			return err
 		}
-		return tx.KeyCreate(&tessera.Key{ID: id, PrincipalID: "p1", Scopes: []string{"read"}, CreatedAt: clock.Now(), SecretHash: hash})
+		return tx.KeyCreate(ctx, &tessera.Key{ID: id, PrincipalID: "p1", Scopes: []string{"read"}, CreatedAt: clock.Now(), SecretHash: hash})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestRevocationDuringLookupIsNotCached(t *testing.T) {
 	done := make(chan error)
 	go func() { _, err := a.Authenticate(ctx, key); done <- err }()
 	<-ps.read // the lookup has read the live key
-	if err := db.Update(ctx, func(tx store.Tx) error { return tx.KeyRevoke(id, clock.Now()) }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) error { return tx.KeyRevoke(ctx, id, clock.Now()) }); err != nil {
 		t.Fatal(err)
 	}
 	a.ForgetKey(id)

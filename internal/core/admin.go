@@ -54,7 +54,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p Principa
 	pr := &tessera.Principal{ID: tessera.NewID(now), Kind: p.Kind, Account: p.Account, DisplayName: p.DisplayName, CreatedAt: now}
 	err = s.audited(ctx, a, tessera.MainNamespace, ActPrincipalNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Status = pr.ID, 201
-		return tx.PrincipalCreate(pr)
+		return tx.PrincipalCreate(ctx, pr)
 	})
 	return pr, err
 }
@@ -80,7 +80,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string,
 	err = s.audited(ctx, a, tessera.MainNamespace, ActPrincipalEdit, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = id
 		var err error
-		if pr, err = tx.PrincipalGet(id); err != nil {
+		if pr, err = tx.PrincipalGet(ctx, id); err != nil {
 			return notFound(err, "principal", id)
 		}
 		if pr.Kind == tessera.KindAnonymous && p.Kind != nil {
@@ -95,7 +95,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string,
 		if p.DisplayName != nil {
 			pr.DisplayName = *p.DisplayName
 		}
-		return tx.PrincipalUpdate(pr)
+		return tx.PrincipalUpdate(ctx, pr)
 	})
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor stri
 	page := &PrincipalPage{Principals: []tessera.Principal{}}
 	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActPrincipalList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "principals"
-		ps, err := tx.PrincipalList(after, limit+1)
+		ps, err := tx.PrincipalList(ctx, after, limit+1)
 		if len(ps) > limit {
 			ps = ps[:limit]
 			page.NextCursor = encodeCursor(ps[limit-1].ID)
@@ -192,14 +192,14 @@ func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*N
 	var out *NewKey
 	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Status = 201
-		if _, err := tx.PrincipalGet(p.PrincipalID); err != nil {
+		if _, err := tx.PrincipalGet(ctx, p.PrincipalID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return tessera.Invalid("principal_id", "no principal %q", p.PrincipalID)
 			}
 			return err
 		}
 		var err error
-		out, err = createKey(tx, p.PrincipalID, p.Scopes, p.ExpiresAt, now)
+		out, err = createKey(ctx, tx, p.PrincipalID, p.Scopes, p.ExpiresAt, now)
 		if out != nil {
 			ev.Target = out.ID
 		}
@@ -208,14 +208,14 @@ func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*N
 	return out, err
 }
 
-func createKey(tx store.Tx, principalID string, scopes []string, expires *time.Time, now time.Time) (*NewKey, error) {
+func createKey(ctx context.Context, tx store.Tx, principalID string, scopes []string, expires *time.Time, now time.Time) (*NewKey, error) {
 	secret, id, hash := auth.NewKey()
 	k := tessera.Key{ID: id, PrincipalID: principalID, Scopes: scopes, ExpiresAt: expires, CreatedAt: now, SecretHash: hash}
 	if expires != nil {
 		t := expires.UTC().Truncate(time.Millisecond)
 		k.ExpiresAt = &t
 	}
-	if err := tx.KeyCreate(&k); err != nil {
+	if err := tx.KeyCreate(ctx, &k); err != nil {
 		return nil, err
 	}
 	return &NewKey{Key: k, Secret: secret}, nil
@@ -236,7 +236,7 @@ func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, li
 	page := &KeyPage{Keys: []tessera.Key{}}
 	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActKeyList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "keys"
-		ks, err := tx.KeyList(after, limit+1)
+		ks, err := tx.KeyList(ctx, after, limit+1)
 		if len(ks) > limit {
 			ks = ks[:limit]
 			page.NextCursor = encodeCursor(ks[limit-1].ID)
@@ -255,7 +255,7 @@ func (s *Service) RevokeKey(ctx context.Context, a *auth.Actor, id string) error
 	}
 	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyRevoke, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Status = id, 204
-		return notFound(tx.KeyRevoke(id, s.clock.Now()), "key", id)
+		return notFound(tx.KeyRevoke(ctx, id, s.clock.Now()), "key", id)
 	})
 	s.auth.ForgetKey(id)
 	return err
@@ -270,7 +270,7 @@ func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor) ([]store.Na
 	out := []store.Namespace{}
 	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActNamespaceList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "namespaces"
-		ns, err := tx.NamespaceList()
+		ns, err := tx.NamespaceList(ctx)
 		out = append(out, ns...)
 		return err
 	})
@@ -365,11 +365,11 @@ func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed st
 	needed := false
 	err := st.View(ctx, func(tx store.Tx) error {
 		if seed == "" {
-			any, err := tx.PrincipalAny()
+			any, err := tx.PrincipalAny(ctx)
 			needed = !any
 			return err
 		}
-		k, _, err := tx.KeyLookup(seedID)
+		k, _, err := tx.KeyLookup(ctx, seedID)
 		if errors.Is(err, store.ErrNotFound) {
 			needed = true
 			return nil
@@ -396,11 +396,11 @@ func CreateAdminKey(ctx context.Context, st store.Store, clock tessera.Clock, se
 	p := &tessera.Principal{ID: tessera.NewID(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
 	var key string
 	err := st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.PrincipalCreate(p); err != nil {
+		if err := tx.PrincipalCreate(ctx, p); err != nil {
 			return err
 		}
 		if seed == "" {
-			nk, err := createKey(tx, p.ID, []string{string(tessera.ActionAdmin)}, nil, now)
+			nk, err := createKey(ctx, tx, p.ID, []string{string(tessera.ActionAdmin)}, nil, now)
 			if nk != nil {
 				key = nk.Secret
 			}
@@ -411,7 +411,7 @@ func CreateAdminKey(ctx context.Context, st store.Store, clock tessera.Clock, se
 			return err
 		}
 		key = seed
-		return tx.KeyCreate(&tessera.Key{ID: id, PrincipalID: p.ID, Scopes: []string{string(tessera.ActionAdmin)},
+		return tx.KeyCreate(ctx, &tessera.Key{ID: id, PrincipalID: p.ID, Scopes: []string{string(tessera.ActionAdmin)},
 			CreatedAt: now, SecretHash: auth.HashSecret(secret)})
 	})
 	return key, err

@@ -102,11 +102,11 @@ func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (hash 
 	}
 	s.audit.mu.Unlock()
 	if salt == nil {
-		salt, err = tx.SaltGet(day)
+		salt, err = tx.SaltGet(ctx, day)
 		if errors.Is(err, store.ErrNotFound) {
 			random := make([]byte, 32)
 			_, _ = rand.Read(random)
-			salt, err = tx.SaltPut(day, random)
+			salt, err = tx.SaltPut(ctx, day, random)
 		}
 		if err != nil {
 			return "", nil, err
@@ -161,7 +161,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	var salt *daySalt
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if creates {
-			if err := s.ensureNamespace(tx, ns); err != nil {
+			if err := s.ensureNamespace(ctx, tx, ns); err != nil {
 				return err
 			}
 		}
@@ -172,7 +172,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 		if ev.IPHash, salt, err = s.ipHash(ctx, tx, now); err != nil {
 			return err
 		}
-		return tx.AuditInsert(ev)
+		return tx.AuditInsert(ctx, ev)
 	})
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (s *Service) FlushCounters(ctx context.Context, all bool) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.AuditCountersAdd(batch) })
+	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, batch) })
 	if err != nil {
 		s.audit.mu.Lock()
 		for _, c := range batch {
@@ -260,7 +260,7 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 	wrote := false
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if touch {
-			if err := tx.PrincipalTouch(p.ID, now); err != nil {
+			if err := tx.PrincipalTouch(ctx, p.ID, now); err != nil {
 				return err
 			}
 			wrote = true
@@ -270,7 +270,7 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 		}
 		if !known {
 			// After a restart the store may already hold a fresh snapshot.
-			stored, err := tx.IdentityGet(ns, p.ID)
+			stored, err := tx.IdentityGet(ctx, ns, p.ID)
 			if err == nil && stored.Account == p.Account && stored.Kind == p.Kind &&
 				stored.DisplayName == p.DisplayName && now.Sub(stored.SeenAt) < identityInterval {
 				id = *stored
@@ -278,7 +278,7 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 			}
 		}
 		wrote = true
-		return tx.IdentityPut(&id)
+		return tx.IdentityPut(ctx, &id)
 	})
 	if err != nil {
 		return
@@ -370,7 +370,7 @@ func (s *Service) readAudit(ctx context.Context, a *auth.Actor, action string, q
 		ev.Target = "audit"
 		limit := f.Limit
 		f.Limit++
-		events, err := tx.AuditEvents(f)
+		events, err := tx.AuditEvents(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (s *Service) readAudit(ctx context.Context, a *auth.Actor, action string, q
 		page.Events = append(page.Events, events...)
 		if q.Cursor == "" {
 			f.Limit = maxAuditCounters
-			counters, err := tx.AuditCounters(f)
+			counters, err := tx.AuditCounters(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -408,15 +408,15 @@ func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 	s.audit.retentionRan = now
 	cutoff := now.Add(-AuditWindow)
 	purges := []func(store.Tx) (int, error){
-		func(tx store.Tx) (int, error) { return tx.AuditEventsPurge(cutoff, retentionBatch) },
-		func(tx store.Tx) (int, error) { return tx.AuditCountersPurge(cutoff, retentionBatch) },
-		func(tx store.Tx) (int, error) { return tx.IdempotencyPurge(cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.AuditEventsPurge(ctx, cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.AuditCountersPurge(ctx, cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.IdempotencyPurge(ctx, cutoff, retentionBatch) },
 		func(tx store.Tx) (int, error) {
-			return tx.SaltsPurge(cutoff.Add(-24 * time.Hour).Format(time.DateOnly))
+			return tx.SaltsPurge(ctx, cutoff.Add(-24*time.Hour).Format(time.DateOnly))
 		},
 		// Anonymous principals go once their purge time is a retention
 		// window past, like the rest of their trail.
-		func(tx store.Tx) (int, error) { return tx.PrincipalsPurge(cutoff, retentionBatch) },
+		func(tx store.Tx) (int, error) { return tx.PrincipalsPurge(ctx, cutoff, retentionBatch) },
 	}
 	for _, purge := range purges {
 		// Each table is drained batch by batch, a transaction per batch, so

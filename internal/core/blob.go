@@ -136,8 +136,8 @@ func (s *Service) checkDeclare(p *DeclareBlobParams) (string, error) {
 
 // rawPolicy returns the namespace's raw-blob policy and whether it was
 // ever set (the default is private).
-func rawPolicy(tx store.Tx, ns string) (string, bool, error) {
-	st, err := tx.NamespaceSettingsGet(ns)
+func rawPolicy(ctx context.Context, tx store.Tx, ns string) (string, bool, error) {
+	st, err := tx.NamespaceSettingsGet(ctx, ns)
 	if errors.Is(err, store.ErrNotFound) {
 		return tessera.RawPrivate, false, nil
 	}
@@ -149,11 +149,11 @@ func rawPolicy(tx store.Tx, ns string) (string, bool, error) {
 
 // mayRead is the raw-blob policy (§7): admins, the uploader and recorded
 // readers always; anyone with read on the namespace under "namespace".
-func mayRead(tx store.Tx, a *auth.Actor, b *tessera.Blob, policy string) (bool, error) {
+func mayRead(ctx context.Context, tx store.Tx, a *auth.Actor, b *tessera.Blob, policy string) (bool, error) {
 	if a.Scopes().Admin() || b.UploadedBy == a.Principal.ID || policy == tessera.RawNamespace {
 		return true, nil
 	}
-	return tx.BlobReaderCheck(b.Namespace, b.SHA256, a.Principal.ID)
+	return tx.BlobReaderCheck(ctx, b.Namespace, b.SHA256, a.Principal.ID)
 }
 
 // DeclareBlob is the first of the three upload calls. Bytes the namespace
@@ -177,13 +177,13 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 		u := tessera.Upload{Namespace: ns, ID: tessera.NewID(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
 			PrincipalID: a.Principal.ID, CreatedAt: now}
 		if p.LeaseToken != "" {
-			task, err := leaseByToken(tx, ns, p.LeaseToken, now)
+			task, err := leaseByToken(ctx, tx, ns, p.LeaseToken, now)
 			if err != nil {
 				return err
 			}
 			u.RunID, u.TaskID = task.Lease.RunID, task.ID
 		}
-		policy, set, err := rawPolicy(tx, ns)
+		policy, set, err := rawPolicy(ctx, tx, ns)
 		if err != nil {
 			return err
 		}
@@ -193,17 +193,17 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 			if p.RawPolicy != "" {
 				policy = p.RawPolicy
 			}
-			if err := tx.NamespaceSettingsPut(&tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now}); err != nil {
+			if err := tx.NamespaceSettingsPut(ctx, &tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now}); err != nil {
 				return err
 			}
 		case p.RawPolicy != "" && p.RawPolicy != policy:
 			return tessera.Errorf(tessera.CodeInvalidState,
 				"namespace %s has raw_policy %s; only an admin may change it (PUT /v1/admin/namespaces/%s/settings)", ns, policy, ns)
 		}
-		blob, err := tx.BlobGet(ns, sum)
+		blob, err := tx.BlobGet(ctx, ns, sum)
 		switch {
 		case err == nil:
-			readable, err := mayRead(tx, a, blob, policy)
+			readable, err := mayRead(ctx, tx, a, blob, policy)
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 					return tessera.Invalid("size", "the bytes with this sha256 are %d bytes, not %d", blob.Size, u.Size)
 				}
 				if blob.UploadedBy != a.Principal.ID {
-					if err := tx.BlobReaderAdd(ns, sum, a.Principal.ID, now); err != nil {
+					if err := tx.BlobReaderAdd(ctx, ns, sum, a.Principal.ID, now); err != nil {
 						return err
 					}
 				}
@@ -222,7 +222,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		if err := tx.UploadCreate(&u); err != nil {
+		if err := tx.UploadCreate(ctx, &u); err != nil {
 			return err
 		}
 		expires := now.Add(UploadTTL)
@@ -243,7 +243,7 @@ func (s *Service) liveUpload(ctx context.Context, a *auth.Actor, ns, id string) 
 	var u *tessera.Upload
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		var err error
-		u, err = tx.UploadGet(ns, id)
+		u, err = tx.UploadGet(ctx, ns, id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) || err == nil && (u.PrincipalID != a.Principal.ID || s.expired(u)) {
@@ -320,7 +320,7 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 		// The check reuses idempotent() in a read transaction, where act
 		// only says "not done yet".
 		err := s.store.View(ctx, func(tx store.Tx) error {
-			_, err := idempotent(tx, nil, e, req, &out, func() error { return errFirstTime })
+			_, err := idempotent(ctx, tx, nil, e, req, &out, func() error { return errFirstTime })
 			return err
 		})
 		if err == nil {
@@ -358,24 +358,24 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 	replayed := false
 	err = s.auditedCreate(ctx, a, ns, ActBlobCommit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target, ev.RunID = tessera.BlobRef(u.SHA256), u.RunID
-		replayed, err = idempotent(tx, ev, e, req, &out, func() error {
-			if err := tx.UploadDelete(ns, id); err != nil {
+		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
+			if err := tx.UploadDelete(ctx, ns, id); err != nil {
 				return notFound(err, "upload", id)
 			}
-			blob, err := tx.BlobGet(ns, u.SHA256)
+			blob, err := tx.BlobGet(ctx, ns, u.SHA256)
 			switch {
 			case err == nil:
 				// The bytes were there already: this principal has now
 				// shown it holds them, and becomes a reader.
 				if blob.UploadedBy != a.Principal.ID {
-					if err := tx.BlobReaderAdd(ns, u.SHA256, a.Principal.ID, s.clock.Now()); err != nil {
+					if err := tx.BlobReaderAdd(ctx, ns, u.SHA256, a.Principal.ID, s.clock.Now()); err != nil {
 						return err
 					}
 				}
 			case errors.Is(err, store.ErrNotFound):
 				blob = &tessera.Blob{Namespace: ns, SHA256: u.SHA256, Size: u.Size, ContentType: u.ContentType,
 					UploadedBy: a.Principal.ID, RunID: u.RunID, TaskID: u.TaskID, CreatedAt: s.clock.Now()}
-				if err := tx.BlobPut(blob); err != nil {
+				if err := tx.BlobPut(ctx, blob); err != nil {
 					return err
 				}
 			default:
@@ -411,15 +411,15 @@ func (s *Service) readableBlob(ctx context.Context, a *auth.Actor, ns, sum, acti
 	err = s.auditedRead(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = tessera.BlobRef(sum)
 		var err error
-		if blob, err = tx.BlobGet(ns, sum); err != nil {
+		if blob, err = tx.BlobGet(ctx, ns, sum); err != nil {
 			return err
 		}
 		ev.RunID = blob.RunID
-		policy, _, err := rawPolicy(tx, ns)
+		policy, _, err := rawPolicy(ctx, tx, ns)
 		if err != nil {
 			return err
 		}
-		ok, err := mayRead(tx, a, blob, policy)
+		ok, err := mayRead(ctx, tx, a, blob, policy)
 		if err == nil && !ok {
 			return store.ErrNotFound
 		}
@@ -478,7 +478,7 @@ func (s *Service) SweepUploads(ctx context.Context) (int, error) {
 	var expired []tessera.Upload
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		var err error
-		expired, err = tx.UploadsExpired(s.clock.Now().Add(-UploadTTL), sweepBatch)
+		expired, err = tx.UploadsExpired(ctx, s.clock.Now().Add(-UploadTTL), sweepBatch)
 		return err
 	})
 	if err != nil || len(expired) == 0 {
@@ -512,10 +512,10 @@ func (s *Service) SweepUploads(ctx context.Context) (int, error) {
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		orphans = orphans[:0]
 		for _, u := range expired {
-			if err := tx.UploadDelete(u.Namespace, u.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := tx.UploadDelete(ctx, u.Namespace, u.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			_, err := tx.BlobGet(u.Namespace, u.SHA256)
+			_, err := tx.BlobGet(ctx, u.Namespace, u.SHA256)
 			if errors.Is(err, store.ErrNotFound) {
 				orphans = append(orphans, u)
 			} else if err != nil {
@@ -556,7 +556,7 @@ func (s *Service) PutNamespaceSettings(ctx context.Context, a *auth.Actor, ns st
 	st := &tessera.NamespaceSettings{Namespace: ns, RawPolicy: p.RawPolicy, UpdatedAt: s.clock.Now()}
 	err = s.auditedCreate(ctx, a, ns, ActNamespaceSet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = ns
-		return tx.NamespaceSettingsPut(st)
+		return tx.NamespaceSettingsPut(ctx, st)
 	})
 	if err != nil {
 		return nil, err
@@ -578,7 +578,7 @@ func (s *Service) GetNamespaceSettings(ctx context.Context, a *auth.Actor, ns st
 	err = s.auditedRead(ctx, a, ns, ActNamespaceGet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = ns
 		var err error
-		st, err = tx.NamespaceSettingsGet(ns)
+		st, err = tx.NamespaceSettingsGet(ctx, ns)
 		if errors.Is(err, store.ErrNotFound) {
 			st, err = &tessera.NamespaceSettings{Namespace: ns, RawPolicy: tessera.RawPrivate}, nil
 		}

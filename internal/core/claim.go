@@ -132,16 +132,16 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Action = "" // until a task is granted: lapses alone are no event
 		now := s.clock.Now()
-		lapsed, err := tx.TaskLapsed(ns, queue, now, lapseBatch)
+		lapsed, err := tx.TaskLapsed(ctx, ns, queue, now, lapseBatch)
 		if err != nil {
 			return err
 		}
 		for i := range lapsed {
-			if err := s.endLease(tx, &lapsed[i], now, tessera.OutcomeLapsed, "lease expired", nil); err != nil {
+			if err := s.endLease(ctx, tx, &lapsed[i], now, tessera.OutcomeLapsed, "lease expired", nil); err != nil {
 				return err
 			}
 		}
-		task, err := tx.TaskNextReady(ns, queue, now)
+		task, err := tx.TaskNextReady(ctx, ns, queue, now)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -155,10 +155,10 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		task.UpdatedAt = now
 		task.Lease = &tessera.Lease{TaskID: task.ID, RunID: run.ID, Holder: a.Principal.ID,
 			ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls, TokenHash: hashToken(token)}
-		if err := tx.TaskUpdate(task); err != nil {
+		if err := tx.TaskUpdate(ctx, task); err != nil {
 			return err
 		}
-		if err := tx.RunInsert(ns, run); err != nil {
+		if err := tx.RunInsert(ctx, ns, run); err != nil {
 			return err
 		}
 		lease := *task.Lease
@@ -173,7 +173,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 // endLease ends the task's current run with outcome and moves the task on:
 // a requested cancel wins; success ends it; a release gives back the attempt;
 // a failure or lapse backs off, or kills the task when attempts are spent.
-func (s *Service) endLease(tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
 	run := &tessera.Run{ID: task.Lease.RunID, TaskID: task.ID, EndedAt: &now, Outcome: outcome, Error: errMsg}
 	switch {
 	case task.CancelRequested:
@@ -190,17 +190,17 @@ func (s *Service) endLease(tx store.Tx, task *tessera.Task, now time.Time, outco
 		task.RunAt = now.Add(jitter(tessera.Backoff(task.Attempts))).Truncate(time.Millisecond)
 	}
 	if outcome == tessera.OutcomeLapsed {
-		if err := tx.TaskEventAppend(task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
+		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
 			return err
 		}
 	}
 	task.Result, task.Error = nullToNil(result), errMsg
 	task.Lease = nil
 	task.UpdatedAt = now
-	if err := tx.TaskUpdate(task); err != nil {
+	if err := tx.TaskUpdate(ctx, task); err != nil {
 		return err
 	}
-	return tx.RunEnd(task.Namespace, run)
+	return tx.RunEnd(ctx, task.Namespace, run)
 }
 
 // jitter adds up to 10 % to d, so retries of tasks that failed together
@@ -215,8 +215,8 @@ var errLapsed = errors.New("lease lapsed")
 
 // holdLease returns the task if token is its live lease. A matching but
 // expired lease yields the task with errLapsed; anything else is lease_lost.
-func holdLease(tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task, error) {
-	task, err := tx.TaskGet(ns, id)
+func holdLease(ctx context.Context, tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task, error) {
+	task, err := tx.TaskGet(ctx, ns, id)
 	if err != nil {
 		return nil, notFound(err, "task", id)
 	}
@@ -239,7 +239,7 @@ func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, a
 	}
 	err := s.audited(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		now := s.clock.Now()
-		task, err := holdLease(tx, ns, id, token, now)
+		task, err := holdLease(ctx, tx, ns, id, token, now)
 		if err != nil {
 			return err
 		}
@@ -261,11 +261,11 @@ func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) 
 	id, _ := leaseTaskID(token)
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
-		task, err := holdLease(tx, ns, id, token, now)
+		task, err := holdLease(ctx, tx, ns, id, token, now)
 		if !errors.Is(err, errLapsed) {
 			return nil // someone else noticed first
 		}
-		return s.endLease(tx, task, now, tessera.OutcomeLapsed, "lease expired", nil)
+		return s.endLease(ctx, tx, task, now, tessera.OutcomeLapsed, "lease expired", nil)
 	})
 	if err != nil {
 		return err
@@ -287,12 +287,12 @@ func leaseTaskID(token string) (string, bool) {
 
 // leaseByToken is holdLease for a token alone: the task it names, if the
 // token is that task's live lease. A token naming no task is lease_lost.
-func leaseByToken(tx store.Tx, ns, token string, now time.Time) (*tessera.Task, error) {
+func leaseByToken(ctx context.Context, tx store.Tx, ns, token string, now time.Time) (*tessera.Task, error) {
 	id, ok := leaseTaskID(token)
 	if !ok {
 		return nil, tessera.ErrLeaseLost
 	}
-	task, err := holdLease(tx, ns, id, token, now)
+	task, err := holdLease(ctx, tx, ns, id, token, now)
 	if tessera.ErrorCode(err) == tessera.CodeNotFound {
 		return nil, tessera.ErrLeaseLost
 	}
@@ -334,7 +334,7 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 		out = Heartbeat{TaskID: id, CancelRequested: task.CancelRequested}
 		if task.CancelRequested {
 			out.State = tessera.StateCanceled
-			return s.endLease(tx, task, now, tessera.OutcomeCanceled, "canceled by request", nil)
+			return s.endLease(ctx, tx, task, now, tessera.OutcomeCanceled, "canceled by request", nil)
 		}
 		if p.LeaseSeconds != 0 {
 			task.Lease.Seconds = p.LeaseSeconds
@@ -345,7 +345,7 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 		expires := now.Add(time.Duration(task.Lease.Seconds) * time.Second)
 		task.Lease.ExpiresAt, task.UpdatedAt = expires, now
 		out.State, out.ExpiresAt = task.State, &expires
-		return tx.TaskUpdate(task)
+		return tx.TaskUpdate(ctx, task)
 	})
 	if err != nil {
 		return nil, err
@@ -382,14 +382,14 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 	err = s.audited(ctx, a, ns, ActSubmit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target = id
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: s.clock.Now()}
-		replayed, err = idempotent(tx, ev, e, p, &out, func() error {
+		replayed, err = idempotent(ctx, tx, ev, e, p, &out, func() error {
 			now := s.clock.Now()
-			task, err := holdLease(tx, ns, id, p.LeaseToken, now)
+			task, err := holdLease(ctx, tx, ns, id, p.LeaseToken, now)
 			if err != nil {
 				return err
 			}
 			ev.RunID, ev.Public = task.Lease.RunID, task.Public
-			if err := s.endLease(tx, task, now, p.Outcome, p.Error, p.Result); err != nil {
+			if err := s.endLease(ctx, tx, task, now, p.Outcome, p.Error, p.Result); err != nil {
 				return err
 			}
 			out = *task
@@ -420,7 +420,7 @@ func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p R
 	var out *tessera.Task
 	err = s.withLease(ctx, a, ns, id, p.LeaseToken, ActRelease, func(tx store.Tx, task *tessera.Task, now time.Time) error {
 		out = task
-		return s.endLease(tx, task, now, tessera.OutcomeReleased, "", nil)
+		return s.endLease(ctx, tx, task, now, tessera.OutcomeReleased, "", nil)
 	})
 	if err != nil {
 		return nil, err
@@ -502,17 +502,17 @@ func (s *Service) auditEvents(ctx context.Context, a *auth.Actor, ns, id string,
 func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, since int64) (*ClaimEvents, error) {
 	out := &ClaimEvents{NextSince: since}
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		task, err := tx.TaskGet(ns, id)
+		task, err := tx.TaskGet(ctx, ns, id)
 		if err != nil {
 			return notFound(err, "task", id)
 		}
-		if !a.Scopes().Admin() && !heldBy(tx, task, a.Principal.ID) {
+		if !a.Scopes().Admin() && !heldBy(ctx, tx, task, a.Principal.ID) {
 			return tessera.Errorf(tessera.CodeForbidden, "claim events are for the task's lease holder")
 		}
 		out.State = task.VisibleState(s.clock.Now())
 		out.CancelRequested = task.CancelRequested
 		out.Lease = task.Lease
-		if out.Events, err = tx.TaskEventList(ns, id, since, eventsPage); err != nil {
+		if out.Events, err = tx.TaskEventList(ctx, ns, id, since, eventsPage); err != nil {
 			return err
 		}
 		if n := len(out.Events); n > 0 {
@@ -528,10 +528,10 @@ func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, 
 
 // heldBy reports whether principal holds the task's lease or, once the lease
 // is over, held its last run: the holder may still read how it ended.
-func heldBy(tx store.Tx, task *tessera.Task, principal string) bool {
+func heldBy(ctx context.Context, tx store.Tx, task *tessera.Task, principal string) bool {
 	if task.Lease != nil {
 		return task.Lease.Holder == principal
 	}
-	runs, err := tx.RunList(task.Namespace, task.ID)
+	runs, err := tx.RunList(ctx, task.Namespace, task.ID)
 	return err == nil && len(runs) > 0 && runs[len(runs)-1].Holder == principal
 }

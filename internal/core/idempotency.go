@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -37,7 +38,7 @@ func ValidIdempotencyKey(k string) bool {
 // client may retry it. On a replay the caller's audited action writes no
 // event (nothing was done again): ev's action is cleared, and the replay
 // is to be counted.
-func idempotent(tx store.Tx, ev *tessera.AuditEvent, e store.Idempotency, req, out any, act func() error) (replayed bool, err error) {
+func idempotent(ctx context.Context, tx store.Tx, ev *tessera.AuditEvent, e store.Idempotency, req, out any, act func() error) (replayed bool, err error) {
 	if e.Key == "" {
 		return false, act()
 	}
@@ -47,7 +48,7 @@ func idempotent(tx store.Tx, ev *tessera.AuditEvent, e store.Idempotency, req, o
 	}
 	sum := sha256.Sum256(reqJSON)
 	e.RequestHash = sum[:]
-	prev, err := tx.IdempotencyGet(e.Namespace, e.PrincipalID, e.Route, e.Key)
+	prev, err := tx.IdempotencyGet(ctx, e.Namespace, e.PrincipalID, e.Route, e.Key)
 	switch {
 	case err == nil:
 		if !bytes.Equal(prev.RequestHash, e.RequestHash) {
@@ -66,7 +67,7 @@ func idempotent(tx store.Tx, ev *tessera.AuditEvent, e store.Idempotency, req, o
 	if e.Response, err = json.Marshal(out); err != nil {
 		return false, fmt.Errorf("idempotency response: %w", err)
 	}
-	return false, tx.IdempotencyPut(&e)
+	return false, tx.IdempotencyPut(ctx, &e)
 }
 
 // countReplay counts an idempotent replay, which is no action.

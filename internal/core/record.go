@@ -96,18 +96,18 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 	err = s.auditedCreate(ctx, a, ns, ActRecordWrite, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target = bucket + "/" + key
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "record:" + bucket + "/" + key, Key: idemKey, CreatedAt: s.clock.Now()}
-		replayed, err = idempotent(tx, ev, e, p, &out, func() error {
+		replayed, err = idempotent(ctx, tx, ev, e, p, &out, func() error {
 			now := s.clock.Now()
 			rec := tessera.Record{Namespace: ns, Bucket: bucket, Key: key, Value: value, WrittenBy: a.Principal.ID, CreatedAt: now}
 			if p.LeaseToken != "" {
-				task, err := leaseByToken(tx, ns, p.LeaseToken, now)
+				task, err := leaseByToken(ctx, tx, ns, p.LeaseToken, now)
 				if err != nil {
 					return err
 				}
 				rec.RunID, rec.TaskID = task.Lease.RunID, task.ID
 				ev.RunID = rec.RunID
 			}
-			head, err := tx.RecordHead(ns, bucket, key)
+			head, err := tx.RecordHead(ctx, ns, bucket, key)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
@@ -119,9 +119,9 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 			}
 			// Writing a record creates its bucket (private) on first use; a
 			// write to a public bucket is public activity.
-			switch b, err := tx.BucketGet(ns, bucket); {
+			switch b, err := tx.BucketGet(ctx, ns, bucket); {
 			case errors.Is(err, store.ErrNotFound):
-				if err := tx.BucketEnsure(ns, bucket, now); err != nil {
+				if err := tx.BucketEnsure(ctx, ns, bucket, now); err != nil {
 					return err
 				}
 			case err != nil:
@@ -130,7 +130,7 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 				ev.Public = b.Public
 			}
 			rec.Version = head + 1
-			if err := tx.RecordPut(&rec, head); err != nil {
+			if err := tx.RecordPut(ctx, &rec, head); err != nil {
 				if errors.Is(err, store.ErrConflict) {
 					return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s changed during the write; read it and retry", bucket, key)
 				}
@@ -168,7 +168,7 @@ func (s *Service) GetRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 	err = s.auditedRead(ctx, a, ns, ActRecordRead, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = bucket + "/" + key
 		var err error
-		rec, err = tx.RecordGet(ns, bucket, key, version)
+		rec, err = tx.RecordGet(ctx, ns, bucket, key, version)
 		if errors.Is(err, store.ErrNotFound) && version > 0 {
 			return tessera.Errorf(tessera.CodeNotFound, "record %s/%s has no version %d", bucket, key, version)
 		}
@@ -256,7 +256,7 @@ func (s *Service) RecordVersions(ctx context.Context, a *auth.Actor, ns, bucket,
 	page := &VersionPage{Versions: []tessera.Record{}}
 	err = s.auditedRead(ctx, a, ns, ActRecordHistory, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = bucket + "/" + key
-		recs, err := tx.RecordVersions(ns, bucket, key, before, limit+1)
+		recs, err := tx.RecordVersions(ctx, ns, bucket, key, before, limit+1)
 		if err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func (s *Service) ListRecords(ctx context.Context, a *auth.Actor, ns, bucket, pr
 	page := &RecordPage{Records: []tessera.Record{}}
 	err = s.auditedRead(ctx, a, ns, ActRecordList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = bucket + "/"
-		recs, err := tx.RecordHeads(ns, bucket, prefix, after, limit+1)
+		recs, err := tx.RecordHeads(ctx, ns, bucket, prefix, after, limit+1)
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func (s *Service) PutBucket(ctx context.Context, a *auth.Actor, ns, name string,
 	b := &tessera.Bucket{Namespace: ns, Name: name, Public: p.Public, CreatedAt: now, UpdatedAt: now}
 	err = s.auditedCreate(ctx, a, ns, ActBucketPut, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = name
-		return tx.BucketPut(b)
+		return tx.BucketPut(ctx, b)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", name, err)
@@ -352,7 +352,7 @@ func (s *Service) ListBuckets(ctx context.Context, a *auth.Actor, ns, cursor str
 	page := &BucketPage{Buckets: []tessera.Bucket{}}
 	err = s.auditedRead(ctx, a, ns, ActBucketList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "buckets"
-		bs, err := tx.BucketList(ns, after, limit+1)
+		bs, err := tx.BucketList(ctx, ns, after, limit+1)
 		if len(bs) > limit {
 			bs = bs[:limit]
 			page.NextCursor = encodeCursor(bs[limit-1].Name)

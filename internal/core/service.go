@@ -121,14 +121,14 @@ func (s *Service) authorize(ctx context.Context, a *auth.Actor, ns string, actio
 
 // ensureNamespace records ns in the store inside a write transaction the
 // first time this process writes to it; afterwards it costs nothing.
-func (s *Service) ensureNamespace(tx store.Tx, ns string) error {
+func (s *Service) ensureNamespace(ctx context.Context, tx store.Tx, ns string) error {
 	s.nsMu.Lock()
 	known := s.known[ns]
 	s.nsMu.Unlock()
 	if known {
 		return nil
 	}
-	if _, err := tx.NamespaceEnsure(ns, s.clock.Now()); err != nil {
+	if _, err := tx.NamespaceEnsure(ctx, ns, s.clock.Now()); err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return nil
@@ -138,7 +138,7 @@ func (s *Service) ensureNamespace(tx store.Tx, ns string) error {
 // namespaces it ensured as known.
 func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error) error {
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		if err := s.ensureNamespace(tx, ns); err != nil {
+		if err := s.ensureNamespace(ctx, tx, ns); err != nil {
 			return err
 		}
 		return fn(tx)

@@ -369,7 +369,7 @@ func (s *Service) healthSnapshot(ctx context.Context, ns string) (*Health, error
 		func(now time.Time) (*Health, error) {
 			var h *Health
 			err := s.store.View(ctx, func(tx store.Tx) (err error) {
-				h, err = readHealth(tx, ns, now)
+				h, err = readHealth(ctx, tx, ns, now)
 				return err
 			})
 			return h, err
@@ -381,7 +381,7 @@ func (s *Service) boardSnapshot(ctx context.Context, ns string) (*Board, error) 
 		func(now time.Time) (*Board, error) {
 			var b *Board
 			err := s.store.View(ctx, func(tx store.Tx) (err error) {
-				b, err = readBoard(tx, ns, now)
+				b, err = readBoard(ctx, tx, ns, now)
 				return err
 			})
 			return b, err
@@ -397,8 +397,8 @@ func (s *Service) boardSnapshot(ctx context.Context, ns string) (*Board, error) 
 // state), then lapsed leases of the queues holding leases (one indexed
 // query) and the oldest ready task of the queues holding ready ones (one
 // seek per queue).
-func readHealth(tx store.Tx, ns string, now time.Time) (*Health, error) {
-	rows, err := tx.PublicCounts(ns)
+func readHealth(ctx context.Context, tx store.Tx, ns string, now time.Time) (*Health, error) {
+	rows, err := tx.PublicCounts(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -425,11 +425,11 @@ func readHealth(tx store.Tx, ns string, now time.Time) (*Health, error) {
 			ready = append(ready, r.Queue)
 		}
 	}
-	lapsed, err := tx.PublicLapsedLeases(ns, leased, now)
+	lapsed, err := tx.PublicLapsedLeases(ctx, ns, leased, now)
 	if err != nil {
 		return nil, err
 	}
-	oldest, err := tx.PublicOldestReady(ns, ready, now)
+	oldest, err := tx.PublicOldestReady(ctx, ns, ready, now)
 	if err != nil {
 		return nil, err
 	}
@@ -459,16 +459,16 @@ func zeroCounts() map[string]int {
 
 // readBoard builds a Board in tx: the health, the newest public tasks and
 // the public buckets' heads, each a bounded page.
-func readBoard(tx store.Tx, ns string, now time.Time) (*Board, error) {
-	h, err := readHealth(tx, ns, now)
+func readBoard(ctx context.Context, tx store.Tx, ns string, now time.Time) (*Board, error) {
+	h, err := readHealth(ctx, tx, ns, now)
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := tx.PublicTasks(ns, BoardTaskLimit)
+	tasks, err := tx.PublicTasks(ctx, ns, BoardTaskLimit)
 	if err != nil {
 		return nil, err
 	}
-	heads, err := tx.RecordPublicHeads(ns, "", "", BoardRecordLimit)
+	heads, err := tx.RecordPublicHeads(ctx, ns, "", "", BoardRecordLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +500,7 @@ func readBoard(tx store.Tx, ns string, now time.Time) (*Board, error) {
 func (s *Service) readActivity(ctx context.Context, ns string, now time.Time, before string, limit int) (*ActivityPage, error) {
 	var events []store.PublicEvent
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		events, err = tx.AuditPublicEvents(ns, now.Add(-AuditWindow), before, limit+1)
+		events, err = tx.AuditPublicEvents(ctx, ns, now.Add(-AuditWindow), before, limit+1)
 		return err
 	})
 	if err != nil {

@@ -53,22 +53,22 @@ func (t *watchedTx) mark(ns string, err error) error {
 	return err
 }
 
-func (t *watchedTx) TaskInsert(task *tessera.Task) error {
-	return t.mark(task.Namespace, t.Tx.TaskInsert(task))
+func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
+	return t.mark(task.Namespace, t.Tx.TaskInsert(ctx, task))
 }
 
-func (t *watchedTx) TaskUpdate(task *tessera.Task) error {
-	return t.mark(task.Namespace, t.Tx.TaskUpdate(task))
+func (t *watchedTx) TaskUpdate(ctx context.Context, task *tessera.Task) error {
+	return t.mark(task.Namespace, t.Tx.TaskUpdate(ctx, task))
 }
 
-func (t *watchedTx) RecordPut(r *tessera.Record, prev int64) error {
-	return t.mark(r.Namespace, t.Tx.RecordPut(r, prev))
+func (t *watchedTx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
+	return t.mark(r.Namespace, t.Tx.RecordPut(ctx, r, prev))
 }
 
-func (t *watchedTx) BucketPut(b *tessera.Bucket) error {
-	return t.mark(b.Namespace, t.Tx.BucketPut(b))
+func (t *watchedTx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
+	return t.mark(b.Namespace, t.Tx.BucketPut(ctx, b))
 }
 
-func (t *watchedTx) BlobPut(b *tessera.Blob) error {
-	return t.mark(b.Namespace, t.Tx.BlobPut(b))
+func (t *watchedTx) BlobPut(ctx context.Context, b *tessera.Blob) error {
+	return t.mark(b.Namespace, t.Tx.BlobPut(ctx, b))
 }

@@ -136,12 +136,12 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueue, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
-		replayed, err = idempotent(tx, ev, e, req, &out, func() error {
+		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
 			out = *task
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
 			out.State = out.VisibleState(now)
-			return tx.TaskInsert(task)
+			return tx.TaskInsert(ctx, task)
 		})
 		return err
 	})
@@ -166,11 +166,11 @@ func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*t
 	var task *tessera.Task
 	err = s.auditedRead(ctx, a, ns, ActTaskGet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		var err error
-		if task, err = tx.TaskGet(ns, id); err != nil {
+		if task, err = tx.TaskGet(ctx, ns, id); err != nil {
 			return notFound(err, "task", id)
 		}
 		ev.Target = id
-		task.Runs, err = tx.RunList(ns, id)
+		task.Runs, err = tx.RunList(ctx, ns, id)
 		return err
 	})
 	if err != nil {
@@ -229,7 +229,7 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 		// ends once it carries store.PageBytes of briefs and payloads.
 		limit := f.Limit
 		f.Limit++
-		tasks, err := tx.TaskList(ns, f)
+		tasks, err := tx.TaskList(ctx, ns, f)
 		if err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[str
 	out := map[string]map[string]int{}
 	err = s.auditedRead(ctx, a, ns, ActCounts, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "counts"
-		counts, err := tx.TaskCounts(ns, s.clock.Now())
+		counts, err := tx.TaskCounts(ctx, ns, s.clock.Now())
 		for _, c := range counts {
 			if out[c.Queue] == nil {
 				out[c.Queue] = map[string]int{}
@@ -303,7 +303,7 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 	wakeQueue, wakeHolder := false, false
 	err = s.audited(ctx, a, ns, "task."+string(change), func(tx store.Tx, ev *tessera.AuditEvent) error {
 		var err error
-		if task, err = tx.TaskGet(ns, id); err != nil {
+		if task, err = tx.TaskGet(ctx, ns, id); err != nil {
 			return notFound(err, "task", id)
 		}
 		ev.Target = id
@@ -326,7 +326,7 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 				// heartbeat, submit or lapse (§1).
 				task.CancelRequested = true
 				wakeHolder = true
-				if err := tx.TaskEventAppend(ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now}); err != nil {
+				if err := tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now}); err != nil {
 					return err
 				}
 			default:
@@ -352,7 +352,7 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 			return errors.New("unknown task change " + string(change))
 		}
 		task.UpdatedAt = now
-		return tx.TaskUpdate(task)
+		return tx.TaskUpdate(ctx, task)
 	})
 	if err != nil {
 		return nil, err
@@ -380,7 +380,7 @@ func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body strin
 	producer := a.Scopes().Allows(tessera.ActionEnqueue)
 	note := &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: s.clock.Now()}
 	err = s.audited(ctx, a, ns, ActTaskNote, func(tx store.Tx, ev *tessera.AuditEvent) error {
-		task, err := tx.TaskGet(ns, id)
+		task, err := tx.TaskGet(ctx, ns, id)
 		if err != nil {
 			return notFound(err, "task", id)
 		}
@@ -392,7 +392,7 @@ func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body strin
 		if !producer && !holder {
 			return tessera.Errorf(tessera.CodeForbidden, "notes need the enqueue scope or the task's lease")
 		}
-		return tx.TaskEventAppend(ns, id, note)
+		return tx.TaskEventAppend(ctx, ns, id, note)
 	})
 	if err != nil {
 		return nil, err

@@ -327,21 +327,22 @@ func TestAuditRecordReadNamesItsRun(t *testing.T) {
 // Retention drains more than one batch, and purges anonymous principals
 // past their purge time with their keys.
 func TestRetentionDrainsEveryBatch(t *testing.T) {
+	ctx := t.Context()
 	s := newTestServer(t)
 	old := s.Clock.Now()
 	purge := old.Add(time.Hour)
 	anon := &tessera.Principal{ID: tessera.NewID(old), Kind: tessera.KindAnonymous, CreatedAt: old, PurgeAt: &purge}
 	const events = 1234
 	err := s.DB.Update(t.Context(), func(tx store.Tx) error {
-		if err := tx.PrincipalCreate(anon); err != nil {
+		if err := tx.PrincipalCreate(ctx, anon); err != nil {
 			return err
 		}
-		if err := tx.KeyCreate(&tessera.Key{ID: "anonkey1", PrincipalID: anon.ID, Scopes: []string{"read"}, CreatedAt: old, SecretHash: []byte{1}}); err != nil {
+		if err := tx.KeyCreate(ctx, &tessera.Key{ID: "anonkey1", PrincipalID: anon.ID, Scopes: []string{"read"}, CreatedAt: old, SecretHash: []byte{1}}); err != nil {
 			return err
 		}
 		for range events {
 			now := s.Clock.Now()
-			if err := tx.AuditInsert(&tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: "main", PrincipalID: anon.ID,
+			if err := tx.AuditInsert(ctx, &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: "main", PrincipalID: anon.ID,
 				KeyID: "anonkey1", Action: core.ActCounts, Target: "counts", Status: 200}); err != nil {
 				return err
 			}
@@ -361,17 +362,17 @@ func TestRetentionDrainsEveryBatch(t *testing.T) {
 		t.Errorf("retention deleted %d rows, want at least %d events, the principal and its key", deleted, events+2)
 	}
 	err = s.DB.View(t.Context(), func(tx store.Tx) error {
-		left, err := tx.AuditEvents(store.AuditFilter{Since: old.Add(-time.Hour), Limit: 10})
+		left, err := tx.AuditEvents(ctx, store.AuditFilter{Since: old.Add(-time.Hour), Limit: 10})
 		if err != nil {
 			return err
 		}
 		if len(left) != 0 {
 			t.Errorf("%d old events survived retention", len(left))
 		}
-		if _, _, err := tx.KeyLookup("anonkey1"); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := tx.KeyLookup(ctx, "anonkey1"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("purged principal's key: %v", err)
 		}
-		if _, err := tx.PrincipalGet(anon.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.PrincipalGet(ctx, anon.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("purged principal: %v", err)
 		}
 		return nil

@@ -70,8 +70,9 @@ func (s *testServer) uploadBlob(ns, key string, data []byte, fields map[string]a
 // blobStored reports whether the store holds metadata for the blob.
 func blobStored(t testing.TB, st store.Store, ns, sum string) bool {
 	t.Helper()
-	err := st.View(context.Background(), func(tx store.Tx) error {
-		_, err := tx.BlobGet(ns, sum)
+	ctx := context.Background()
+	err := st.View(ctx, func(tx store.Tx) error {
+		_, err := tx.BlobGet(ctx, ns, sum)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -185,6 +186,7 @@ func TestBlobCommitMismatch(t *testing.T) {
 // Declaring bytes the namespace holds answers exists at once for whoever
 // may read them; the declarer is recorded as a reader.
 func TestBlobDedupe(t *testing.T) {
+	ctx := t.Context()
 	s := newTestServer(t)
 	a, _ := s.newKey("agent", "namespace:main", "write", "read")
 	data := []byte("shared bytes")
@@ -205,7 +207,7 @@ func TestBlobDedupe(t *testing.T) {
 	c, _ := s.newKey("agent", "namespace:main", "read")
 	wantError(t, s.do("GET", "/v1/blobs/"+first.SHA256, c, nil), 404, "not_found", "")
 	err := s.DB.View(context.Background(), func(tx store.Tx) error {
-		ok, err := tx.BlobReaderCheck("main", first.SHA256, bID)
+		ok, err := tx.BlobReaderCheck(ctx, "main", first.SHA256, bID)
 		if err == nil && !ok {
 			err = errors.New("b is not recorded as a reader")
 		}
@@ -518,6 +520,7 @@ func TestBlobIdempotentCommit(t *testing.T) {
 
 // Uploads not committed within an hour are swept with their bytes.
 func TestBlobSweep(t *testing.T) {
+	ctx := t.Context()
 	s := newTestServer(t)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read")
 	data := []byte("abandoned")
@@ -539,7 +542,7 @@ func TestBlobSweep(t *testing.T) {
 		t.Fatal("swept upload's bytes are still there")
 	}
 	err = s.DB.View(context.Background(), func(tx store.Tx) error {
-		_, err := tx.UploadGet("main", kept.UploadID)
+		_, err := tx.UploadGet(ctx, "main", kept.UploadID)
 		return err
 	})
 	if !errors.Is(err, store.ErrNotFound) {

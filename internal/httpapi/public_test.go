@@ -140,6 +140,7 @@ func refreshRows(t *testing.T, s *testServer, board bool) int64 {
 // insertPublicTasks stores n public tasks in main straight through the
 // store, spread over three queues, the first few leased, one in five done.
 func insertPublicTasks(t *testing.T, s *testServer, from, n int) {
+	ctx := t.Context()
 	t.Helper()
 	now := s.Clock.Now()
 	queues := []string{"default", "gpu", "cpu"}
@@ -157,7 +158,7 @@ func insertPublicTasks(t *testing.T, s *testServer, from, n int) {
 			case i%5 == 0:
 				task.State = tessera.StateSucceeded
 			}
-			if err := tx.TaskInsert(task); err != nil {
+			if err := tx.TaskInsert(ctx, task); err != nil {
 				return err
 			}
 		}

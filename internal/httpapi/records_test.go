@@ -51,8 +51,9 @@ func (s *testServer) getRecord(ns, key, path string) record {
 func (s *testServer) versionCount(ns, bucket, key string) int {
 	s.t.Helper()
 	var n int
-	err := s.DB.View(context.Background(), func(tx store.Tx) error {
-		vs, err := tx.RecordVersions(ns, bucket, key, 0, 1000)
+	ctx := context.Background()
+	err := s.DB.View(ctx, func(tx store.Tx) error {
+		vs, err := tx.RecordVersions(ctx, ns, bucket, key, 0, 1000)
 		n = len(vs)
 		return err
 	})
@@ -290,6 +291,7 @@ func TestRecordListingBoundsValueBytes(t *testing.T) {
 // Buckets: created by their first record or by PUT, listed by name; the
 // store exposes public buckets' heads for the board.
 func TestRecordBuckets(t *testing.T) {
+	ctx := t.Context()
 	s := newTestServer(t)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read")
 	reader, _ := s.newKey("agent", "namespace:main", "read")
@@ -329,7 +331,7 @@ func TestRecordBuckets(t *testing.T) {
 	var heads []tessera.Record
 	err := s.DB.View(context.Background(), func(tx store.Tx) error {
 		var err error
-		heads, err = tx.RecordPublicHeads("main", "", "", 100)
+		heads, err = tx.RecordPublicHeads(ctx, "main", "", "", 100)
 		return err
 	})
 	if err != nil {

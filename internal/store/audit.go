@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -9,34 +11,34 @@ import (
 // AuditTx is the part of Tx that keeps the audit trail, its counters, the
 // daily address salts, observational writes and their retention.
 type AuditTx interface {
-	AuditInsert(e *tessera.AuditEvent) error
+	AuditInsert(ctx context.Context, e *tessera.AuditEvent) error
 	// AuditEvents returns events newest first, matching f.
-	AuditEvents(f AuditFilter) ([]tessera.AuditEvent, error)
+	AuditEvents(ctx context.Context, f AuditFilter) ([]tessera.AuditEvent, error)
 	// AuditCountersAdd adds each counter's count to its stored row.
-	AuditCountersAdd(cs []tessera.AuditCounter) error
+	AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) error
 	// AuditCounters returns counters newest minute first, matching f.
-	AuditCounters(f AuditFilter) ([]tessera.AuditCounter, error)
+	AuditCounters(ctx context.Context, f AuditFilter) ([]tessera.AuditCounter, error)
 
 	// SaltGet returns the address salt of a UTC day; ErrNotFound if none.
-	SaltGet(day string) ([]byte, error)
+	SaltGet(ctx context.Context, day string) ([]byte, error)
 	// SaltPut stores a day's salt unless one exists, and returns the one
 	// stored (so concurrent nodes agree).
-	SaltPut(day string, salt []byte) ([]byte, error)
+	SaltPut(ctx context.Context, day string, salt []byte) ([]byte, error)
 
-	IdentityGet(ns, principalID string) (*tessera.NamespaceIdentity, error)
-	IdentityPut(id *tessera.NamespaceIdentity) error
+	IdentityGet(ctx context.Context, ns, principalID string) (*tessera.NamespaceIdentity, error)
+	IdentityPut(ctx context.Context, id *tessera.NamespaceIdentity) error
 	// PrincipalTouch sets a principal's last_used_at.
-	PrincipalTouch(id string, at time.Time) error
+	PrincipalTouch(ctx context.Context, id string, at time.Time) error
 
 	// Retention: each deletes at most limit rows older than the cutoff
 	// through an index, and reports how many it deleted.
-	AuditEventsPurge(before time.Time, limit int) (int, error)
-	AuditCountersPurge(before time.Time, limit int) (int, error)
-	IdempotencyPurge(before time.Time, limit int) (int, error)
-	SaltsPurge(beforeDay string) (int, error)
+	AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error)
+	AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error)
+	IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error)
+	SaltsPurge(ctx context.Context, beforeDay string) (int, error)
 	// PrincipalsPurge deletes principals whose purge time is before the
 	// cutoff, with their keys.
-	PrincipalsPurge(before time.Time, limit int) (int, error)
+	PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // AuditFilter selects audit rows. Since is required: reads never reach

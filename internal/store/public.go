@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // PublicTx is the part of Tx that serves the public state of SPEC §3.2
 // and §10: health, the board and the activity feed. None of its methods
@@ -12,23 +15,23 @@ type PublicTx interface {
 	// and stored state, ordered by queue then state: one row per queue and
 	// state ever used, zero counts included. A scheduled task (ready with
 	// a run_at ahead) is counted as ready.
-	PublicCounts(ns string) ([]QueueCount, error)
+	PublicCounts(ctx context.Context, ns string) ([]QueueCount, error)
 	// PublicLapsedLeases counts, per queue of queues, the leased public
 	// tasks whose lease expired at or before now and that nobody has
 	// noticed yet, in one indexed query. Queues without one are absent.
-	PublicLapsedLeases(ns string, queues []string, now time.Time) (map[string]int, error)
+	PublicLapsedLeases(ctx context.Context, ns string, queues []string, now time.Time) (map[string]int, error)
 	// PublicOldestReady returns, per queue of queues, the oldest run_at of
 	// a public ready task whose run_at has come (the longest a claimable
 	// task has waited), through the claim index without scanning the
 	// queue. Queues without one are absent.
-	PublicOldestReady(ns string, queues []string, now time.Time) (map[string]time.Time, error)
+	PublicOldestReady(ctx context.Context, ns string, queues []string, now time.Time) (map[string]time.Time, error)
 	// PublicTasks returns the namespace's newest public tasks, newest
 	// first, with only what the board shows.
-	PublicTasks(ns string, limit int) ([]PublicTask, error)
+	PublicTasks(ctx context.Context, ns string, limit int) ([]PublicTask, error)
 	// AuditPublicEvents returns the namespace's public audit events newest
 	// first, made at or after since and, when before is not "", with an id
 	// below before, with the acting principal's display name and kind.
-	AuditPublicEvents(ns string, since time.Time, before string, limit int) ([]PublicEvent, error)
+	AuditPublicEvents(ctx context.Context, ns string, since time.Time, before string, limit int) ([]PublicEvent, error)
 }
 
 // PublicTask is a public task as the board shows it: no brief, payload,

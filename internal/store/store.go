@@ -43,54 +43,54 @@ type Tx interface {
 	AuditTx
 	PublicTx
 
-	PrincipalCreate(p *tessera.Principal) error
-	PrincipalGet(id string) (*tessera.Principal, error)
-	PrincipalUpdate(p *tessera.Principal) error
+	PrincipalCreate(ctx context.Context, p *tessera.Principal) error
+	PrincipalGet(ctx context.Context, id string) (*tessera.Principal, error)
+	PrincipalUpdate(ctx context.Context, p *tessera.Principal) error
 	// PrincipalList returns principals ordered by id, after the given id.
-	PrincipalList(after string, limit int) ([]tessera.Principal, error)
+	PrincipalList(ctx context.Context, after string, limit int) ([]tessera.Principal, error)
 	// PrincipalAny reports whether any principal exists: the bootstrap test
 	// of an empty store.
-	PrincipalAny() (bool, error)
+	PrincipalAny(ctx context.Context) (bool, error)
 
-	KeyCreate(k *tessera.Key) error
+	KeyCreate(ctx context.Context, k *tessera.Key) error
 	// KeyLookup returns a key with its principal: the one read on the
 	// authentication path.
-	KeyLookup(id string) (*tessera.Key, *tessera.Principal, error)
-	KeyList(after string, limit int) ([]tessera.Key, error)
-	KeyRevoke(id string, at time.Time) error
+	KeyLookup(ctx context.Context, id string) (*tessera.Key, *tessera.Principal, error)
+	KeyList(ctx context.Context, after string, limit int) ([]tessera.Key, error)
+	KeyRevoke(ctx context.Context, id string, at time.Time) error
 
 	// NamespaceEnsure records a namespace, reporting whether it was new.
-	NamespaceEnsure(name string, now time.Time) (bool, error)
-	NamespaceList() ([]Namespace, error)
+	NamespaceEnsure(ctx context.Context, name string, now time.Time) (bool, error)
+	NamespaceList(ctx context.Context) ([]Namespace, error)
 
-	TaskInsert(t *tessera.Task) error
-	TaskGet(ns, id string) (*tessera.Task, error)
+	TaskInsert(ctx context.Context, t *tessera.Task) error
+	TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error)
 	// TaskUpdate writes a task's mutable fields: state, attempts, run_at,
 	// lease, cancel flag, result, error, progress and updated_at.
-	TaskUpdate(t *tessera.Task) error
+	TaskUpdate(ctx context.Context, t *tessera.Task) error
 	// TaskList returns at most f.Limit tasks and stops early past PageBytes.
-	TaskList(ns string, f TaskFilter) ([]tessera.Task, error)
+	TaskList(ctx context.Context, ns string, f TaskFilter) ([]tessera.Task, error)
 	// TaskNextReady returns the ready task of a queue to claim next: highest
 	// priority, then oldest run_at, then id; run_at must have come.
-	TaskNextReady(ns, queue string, now time.Time) (*tessera.Task, error)
+	TaskNextReady(ctx context.Context, ns, queue string, now time.Time) (*tessera.Task, error)
 	// TaskLapsed returns leased tasks of a queue whose lease expired before
 	// now, at most limit of them.
-	TaskLapsed(ns, queue string, now time.Time, limit int) ([]tessera.Task, error)
+	TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error)
 	// TaskCounts counts tasks by queue and visible state at now.
-	TaskCounts(ns string, now time.Time) ([]QueueCount, error)
+	TaskCounts(ctx context.Context, ns string, now time.Time) ([]QueueCount, error)
 
-	RunInsert(ns string, r *tessera.Run) error
-	RunEnd(ns string, r *tessera.Run) error
-	RunList(ns, taskID string) ([]tessera.Run, error)
+	RunInsert(ctx context.Context, ns string, r *tessera.Run) error
+	RunEnd(ctx context.Context, ns string, r *tessera.Run) error
+	RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error)
 
 	// TaskEventAppend stores e with the next sequence number of its task and
 	// sets e.Seq.
-	TaskEventAppend(ns, taskID string, e *tessera.TaskEvent) error
-	TaskEventList(ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error)
+	TaskEventAppend(ctx context.Context, ns, taskID string, e *tessera.TaskEvent) error
+	TaskEventList(ctx context.Context, ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error)
 
-	IdempotencyGet(ns, principalID, route, key string) (*Idempotency, error)
+	IdempotencyGet(ctx context.Context, ns, principalID, route, key string) (*Idempotency, error)
 	// IdempotencyPut stores a response; ErrConflict if the key is taken.
-	IdempotencyPut(e *Idempotency) error
+	IdempotencyPut(ctx context.Context, e *Idempotency) error
 }
 
 // Namespace is a namespace that has been written to.

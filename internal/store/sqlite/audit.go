@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+
 	"fmt"
 	"strings"
 	"time"
@@ -22,7 +24,7 @@ const auditNamespaces = `WITH RECURSIVE ns(n) AS (
 
 const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public`
 
-func (t *tx) AuditInsert(e *tessera.AuditEvent) error {
+func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 	var run any
 	if e.RunID != "" {
 		run = e.RunID
@@ -52,7 +54,7 @@ func auditScope(f store.AuditFilter, table string) (string, string, []any) {
 	return with, where, args
 }
 
-func (t *tx) AuditEvents(f store.AuditFilter) ([]tessera.AuditEvent, error) {
+func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
 	if f.Outcome != "" && f.Outcome != "ok" {
 		return nil, nil // events are successes only
 	}
@@ -76,7 +78,7 @@ func (t *tx) AuditEvents(f store.AuditFilter) ([]tessera.AuditEvent, error) {
 	return out, err
 }
 
-func (t *tx) AuditCountersAdd(cs []tessera.AuditCounter) error {
+func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) error {
 	for _, c := range cs {
 		if _, err := t.c.exec(`INSERT INTO audit_counters (namespace, minute, principal_id, action, outcome, count)
  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET count = count + excluded.count`,
@@ -87,7 +89,7 @@ func (t *tx) AuditCountersAdd(cs []tessera.AuditCounter) error {
 	return nil
 }
 
-func (t *tx) AuditCounters(f store.AuditFilter) ([]tessera.AuditCounter, error) {
+func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.AuditCounter, error) {
 	with, where, args := auditScope(f, "audit_counters")
 	where += ` AND minute >= ?`
 	args = append(args, f.Since.Unix()/60)
@@ -108,7 +110,7 @@ func (t *tx) AuditCounters(f store.AuditFilter) ([]tessera.AuditCounter, error) 
 	return out, err
 }
 
-func (t *tx) SaltGet(day string) ([]byte, error) {
+func (t *tx) SaltGet(ctx context.Context, day string) ([]byte, error) {
 	var salt []byte
 	err := t.one(`SELECT salt FROM ip_salts WHERE day = ?`, []any{day}, func(s *sqlite3.Stmt) error {
 		salt = colBlob(s, 0)
@@ -117,14 +119,14 @@ func (t *tx) SaltGet(day string) ([]byte, error) {
 	return salt, err
 }
 
-func (t *tx) SaltPut(day string, salt []byte) ([]byte, error) {
+func (t *tx) SaltPut(ctx context.Context, day string, salt []byte) ([]byte, error) {
 	if _, err := t.c.exec(`INSERT INTO ip_salts (day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, day, salt); err != nil {
 		return nil, err
 	}
-	return t.SaltGet(day)
+	return t.SaltGet(ctx, day)
 }
 
-func (t *tx) IdentityGet(ns, principalID string) (*tessera.NamespaceIdentity, error) {
+func (t *tx) IdentityGet(ctx context.Context, ns, principalID string) (*tessera.NamespaceIdentity, error) {
 	var id *tessera.NamespaceIdentity
 	err := t.one(`SELECT account, kind, display_name, seen_at FROM namespace_identities WHERE namespace = ? AND principal_id = ?`,
 		[]any{ns, principalID}, func(s *sqlite3.Stmt) error {
@@ -135,7 +137,7 @@ func (t *tx) IdentityGet(ns, principalID string) (*tessera.NamespaceIdentity, er
 	return id, err
 }
 
-func (t *tx) IdentityPut(id *tessera.NamespaceIdentity) error {
+func (t *tx) IdentityPut(ctx context.Context, id *tessera.NamespaceIdentity) error {
 	_, err := t.c.exec(`INSERT INTO namespace_identities (namespace, principal_id, account, kind, display_name, seen_at)
  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET account = excluded.account, kind = excluded.kind,
  display_name = excluded.display_name, seen_at = excluded.seen_at`,
@@ -143,36 +145,36 @@ func (t *tx) IdentityPut(id *tessera.NamespaceIdentity) error {
 	return err
 }
 
-func (t *tx) PrincipalTouch(id string, at time.Time) error {
+func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error {
 	return mustChange(t.c.exec(`UPDATE principals SET last_used_at = ? WHERE id = ?`, at, id))
 }
 
-func (t *tx) AuditEventsPurge(before time.Time, limit int) (int, error) {
+func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
  SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < ? LIMIT ?)`,
 		tessera.IDFloor(before), limit)
 	return int(n), err
 }
 
-func (t *tx) AuditCountersPurge(before time.Time, limit int) (int, error) {
+func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
  SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
  WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < ? LIMIT ?)`, before.Unix()/60, limit)
 	return int(n), err
 }
 
-func (t *tx) IdempotencyPurge(before time.Time, limit int) (int, error) {
+func (t *tx) IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := t.c.exec(`DELETE FROM idempotency WHERE (namespace, principal_id, route, key) IN (
  SELECT namespace, principal_id, route, key FROM idempotency WHERE created_at < ? LIMIT ?)`, before, limit)
 	return int(n), err
 }
 
-func (t *tx) SaltsPurge(beforeDay string) (int, error) {
+func (t *tx) SaltsPurge(ctx context.Context, beforeDay string) (int, error) {
 	n, err := t.c.exec(`DELETE FROM ip_salts WHERE day < ?`, beforeDay)
 	return int(n), err
 }
 
-func (t *tx) PrincipalsPurge(before time.Time, limit int) (int, error) {
+func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	var ids []any
 	err := t.c.query(`SELECT id FROM principals WHERE purge_at IS NOT NULL AND purge_at < ? ORDER BY purge_at LIMIT ?`,
 		[]any{before, limit}, func(s *sqlite3.Stmt) error {

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+
 	"encoding/json"
 	"fmt"
 	"time"
@@ -51,7 +53,7 @@ func scanPrincipal(s *sqlite3.Stmt, off int) *tessera.Principal {
 	}
 }
 
-func (t *tx) PrincipalCreate(p *tessera.Principal) error {
+func (t *tx) PrincipalCreate(ctx context.Context, p *tessera.Principal) error {
 	_, err := t.c.exec(`INSERT INTO principals (`+principalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.Kind, p.Account, p.DisplayName, p.CreatedAt, p.LastUsedAt, p.PurgeAt)
 	if err != nil {
@@ -60,7 +62,7 @@ func (t *tx) PrincipalCreate(p *tessera.Principal) error {
 	return nil
 }
 
-func (t *tx) PrincipalGet(id string) (*tessera.Principal, error) {
+func (t *tx) PrincipalGet(ctx context.Context, id string) (*tessera.Principal, error) {
 	var p *tessera.Principal
 	err := t.one(`SELECT `+principalCols+` FROM principals WHERE id = ?`, []any{id}, func(s *sqlite3.Stmt) error {
 		p = scanPrincipal(s, 0)
@@ -69,12 +71,12 @@ func (t *tx) PrincipalGet(id string) (*tessera.Principal, error) {
 	return p, err
 }
 
-func (t *tx) PrincipalUpdate(p *tessera.Principal) error {
+func (t *tx) PrincipalUpdate(ctx context.Context, p *tessera.Principal) error {
 	return mustChange(t.c.exec(`UPDATE principals SET kind = ?, account = ?, display_name = ?, last_used_at = ?, purge_at = ? WHERE id = ?`,
 		p.Kind, p.Account, p.DisplayName, p.LastUsedAt, p.PurgeAt, p.ID))
 }
 
-func (t *tx) PrincipalList(after string, limit int) ([]tessera.Principal, error) {
+func (t *tx) PrincipalList(ctx context.Context, after string, limit int) ([]tessera.Principal, error) {
 	var out []tessera.Principal
 	err := t.c.query(`SELECT `+principalCols+` FROM principals WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
 		func(s *sqlite3.Stmt) error {
@@ -84,7 +86,7 @@ func (t *tx) PrincipalList(after string, limit int) ([]tessera.Principal, error)
 	return out, err
 }
 
-func (t *tx) PrincipalAny() (bool, error) {
+func (t *tx) PrincipalAny(ctx context.Context) (bool, error) {
 	err := t.one(`SELECT 1 FROM principals LIMIT 1`, nil, func(*sqlite3.Stmt) error { return nil })
 	if err == store.ErrNotFound {
 		return false, nil
@@ -109,7 +111,7 @@ func scanKey(s *sqlite3.Stmt) (*tessera.Key, error) {
 	return k, nil
 }
 
-func (t *tx) KeyCreate(k *tessera.Key) error {
+func (t *tx) KeyCreate(ctx context.Context, k *tessera.Key) error {
 	scopes, err := json.Marshal(k.Scopes)
 	if err != nil {
 		return err
@@ -122,7 +124,7 @@ func (t *tx) KeyCreate(k *tessera.Key) error {
 	return nil
 }
 
-func (t *tx) KeyLookup(id string) (*tessera.Key, *tessera.Principal, error) {
+func (t *tx) KeyLookup(ctx context.Context, id string) (*tessera.Key, *tessera.Principal, error) {
 	var (
 		k   *tessera.Key
 		p   *tessera.Principal
@@ -139,7 +141,7 @@ func (t *tx) KeyLookup(id string) (*tessera.Key, *tessera.Principal, error) {
 	return k, p, qerr
 }
 
-func (t *tx) KeyList(after string, limit int) ([]tessera.Key, error) {
+func (t *tx) KeyList(ctx context.Context, after string, limit int) ([]tessera.Key, error) {
 	var out []tessera.Key
 	err := t.c.query(`SELECT `+keyCols+` FROM keys WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
 		func(s *sqlite3.Stmt) error {
@@ -152,16 +154,16 @@ func (t *tx) KeyList(after string, limit int) ([]tessera.Key, error) {
 	return out, err
 }
 
-func (t *tx) KeyRevoke(id string, at time.Time) error {
+func (t *tx) KeyRevoke(ctx context.Context, id string, at time.Time) error {
 	return mustChange(t.c.exec(`UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, at, id))
 }
 
-func (t *tx) NamespaceEnsure(name string, now time.Time) (bool, error) {
+func (t *tx) NamespaceEnsure(ctx context.Context, name string, now time.Time) (bool, error) {
 	n, err := t.c.exec(`INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, now)
 	return n > 0, err
 }
 
-func (t *tx) NamespaceList() ([]store.Namespace, error) {
+func (t *tx) NamespaceList(ctx context.Context) ([]store.Namespace, error) {
 	var out []store.Namespace
 	err := t.c.query(`SELECT name, created_at FROM namespaces ORDER BY name`, nil, func(s *sqlite3.Stmt) error {
 		out = append(out, store.Namespace{Name: s.ColumnText(0), CreatedAt: colTime(s, 1)})
@@ -170,7 +172,7 @@ func (t *tx) NamespaceList() ([]store.Namespace, error) {
 	return out, err
 }
 
-func (t *tx) IdempotencyGet(ns, principalID, route, key string) (*store.Idempotency, error) {
+func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key string) (*store.Idempotency, error) {
 	var e *store.Idempotency
 	err := t.one(`SELECT request_hash, response, created_at FROM idempotency WHERE namespace = ? AND principal_id = ? AND route = ? AND key = ?`,
 		[]any{ns, principalID, route, key}, func(s *sqlite3.Stmt) error {
@@ -181,7 +183,7 @@ func (t *tx) IdempotencyGet(ns, principalID, route, key string) (*store.Idempote
 	return e, err
 }
 
-func (t *tx) IdempotencyPut(e *store.Idempotency) error {
+func (t *tx) IdempotencyPut(ctx context.Context, e *store.Idempotency) error {
 	_, err := t.c.exec(`INSERT INTO idempotency (namespace, principal_id, route, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
 	return err

@@ -30,11 +30,11 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 		for i, ns := range []string{"main", "alpha", "beta"} {
 			ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: "p" + string(rune('0'+i)),
 				KeyID: "k", Action: "task.get", Target: "t", Status: 200}
-			if err := tx.AuditInsert(ev); err != nil {
+			if err := tx.AuditInsert(ctx, ev); err != nil {
 				return err
 			}
 		}
-		return tx.AuditCountersAdd([]tessera.AuditCounter{{Minute: now, Namespace: "main", PrincipalID: "p0", Action: "claim.grant", Outcome: "empty", Count: 1}})
+		return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{{Minute: now, Namespace: "main", PrincipalID: "p0", Action: "claim.grant", Outcome: "empty", Count: 1}})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,27 +59,27 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 	}
 	err = db.Update(ctx, func(tx store.Tx) error {
 		for _, f := range filters {
-			if _, err := tx.AuditEvents(f); err != nil {
+			if _, err := tx.AuditEvents(ctx, f); err != nil {
 				return err
 			}
-			if _, err := tx.AuditCounters(f); err != nil {
+			if _, err := tx.AuditCounters(ctx, f); err != nil {
 				return err
 			}
 		}
 		cutoff := now.Add(-time.Hour)
-		if _, err := tx.AuditEventsPurge(cutoff, 500); err != nil {
+		if _, err := tx.AuditEventsPurge(ctx, cutoff, 500); err != nil {
 			return err
 		}
-		if _, err := tx.AuditCountersPurge(cutoff, 500); err != nil {
+		if _, err := tx.AuditCountersPurge(ctx, cutoff, 500); err != nil {
 			return err
 		}
-		if _, err := tx.IdempotencyPurge(cutoff, 500); err != nil {
+		if _, err := tx.IdempotencyPurge(ctx, cutoff, 500); err != nil {
 			return err
 		}
-		if _, err := tx.SaltsPurge("2000-01-01"); err != nil {
+		if _, err := tx.SaltsPurge(ctx, "2000-01-01"); err != nil {
 			return err
 		}
-		_, err := tx.PrincipalsPurge(cutoff, 500)
+		_, err := tx.PrincipalsPurge(ctx, cutoff, 500)
 		return err
 	})
 	traceSQL = nil

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+
 	"encoding/json"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 // migration 0004, so every read here costs the rows it returns plus a few
 // seeks, whatever the number of tasks and events in the namespace.
 
-func (t *tx) PublicCounts(ns string) ([]store.QueueCount, error) {
+func (t *tx) PublicCounts(ctx context.Context, ns string) ([]store.QueueCount, error) {
 	var out []store.QueueCount
 	err := t.c.query(`SELECT queue, state, count FROM public_counts WHERE namespace = ? ORDER BY queue, state`,
 		[]any{ns}, func(s *sqlite3.Stmt) error {
@@ -32,7 +34,7 @@ func queueList(queues []string) (string, error) {
 	return string(b), err
 }
 
-func (t *tx) PublicLapsedLeases(ns string, queues []string, now time.Time) (map[string]int, error) {
+func (t *tx) PublicLapsedLeases(ctx context.Context, ns string, queues []string, now time.Time) (map[string]int, error) {
 	out := map[string]int{}
 	if len(queues) == 0 {
 		return out, nil
@@ -55,7 +57,7 @@ func (t *tx) PublicLapsedLeases(ns string, queues []string, now time.Time) (map[
 	return out, err
 }
 
-func (t *tx) PublicOldestReady(ns string, queues []string, now time.Time) (map[string]time.Time, error) {
+func (t *tx) PublicOldestReady(ctx context.Context, ns string, queues []string, now time.Time) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	if len(queues) == 0 {
 		return out, nil
@@ -80,7 +82,7 @@ func (t *tx) PublicOldestReady(ns string, queues []string, now time.Time) (map[s
 	return out, err
 }
 
-func (t *tx) PublicTasks(ns string, limit int) ([]store.PublicTask, error) {
+func (t *tx) PublicTasks(ctx context.Context, ns string, limit int) ([]store.PublicTask, error) {
 	var out []store.PublicTask
 	// The columns the board shows and nothing else: no brief, payload,
 	// result, progress or lease.
@@ -94,7 +96,7 @@ func (t *tx) PublicTasks(ns string, limit int) ([]store.PublicTask, error) {
 	return out, err
 }
 
-func (t *tx) AuditPublicEvents(ns string, since time.Time, before string, limit int) ([]store.PublicEvent, error) {
+func (t *tx) AuditPublicEvents(ctx context.Context, ns string, since time.Time, before string, limit int) ([]store.PublicEvent, error) {
 	sql := `SELECT e.id, e.time, e.action, e.target, e.run_id, tk.title,
    coalesce(i.display_name, pr.display_name, ''), coalesce(i.kind, pr.kind, '')
  FROM public_events p

@@ -52,7 +52,7 @@ func refreshSteps(t *testing.T, n int) (vmSteps, fullScan int64) {
 			case i%5 == 0:
 				state = tessera.StateSucceeded
 			}
-			if err := stx.TaskInsert(publicFixture(fmt.Sprintf("%08d", i), queues[i%3], state, i%11 == 0)); err != nil {
+			if err := stx.TaskInsert(ctx, publicFixture(fmt.Sprintf("%08d", i), queues[i%3], state, i%11 == 0)); err != nil {
 				return err
 			}
 		}
@@ -68,27 +68,27 @@ func refreshSteps(t *testing.T, n int) (vmSteps, fullScan int64) {
 	defer c.close()
 	err = c.transact("BEGIN", func() error {
 		tx := &tx{c: c}
-		counts, err := tx.PublicCounts("main")
+		counts, err := tx.PublicCounts(ctx, "main")
 		if err != nil {
 			return err
 		}
 		if len(counts) == 0 {
 			return fmt.Errorf("no public counts")
 		}
-		if _, err := tx.PublicLapsedLeases("main", queues, publicNow); err != nil {
+		if _, err := tx.PublicLapsedLeases(ctx, "main", queues, publicNow); err != nil {
 			return err
 		}
-		if _, err := tx.PublicOldestReady("main", queues, publicNow); err != nil {
+		if _, err := tx.PublicOldestReady(ctx, "main", queues, publicNow); err != nil {
 			return err
 		}
-		tasks, err := tx.PublicTasks("main", 20)
+		tasks, err := tx.PublicTasks(ctx, "main", 20)
 		if err != nil {
 			return err
 		}
 		if len(tasks) != 20 {
 			return fmt.Errorf("board tasks: %d", len(tasks))
 		}
-		_, err = tx.AuditPublicEvents("main", publicNow.Add(-24*time.Hour), "", 20)
+		_, err = tx.AuditPublicEvents(ctx, "main", publicNow.Add(-24*time.Hour), "", 20)
 		return err
 	})
 	if err != nil {
@@ -142,26 +142,26 @@ func TestPublicTriggersAreMetered(t *testing.T) {
 		want int64
 		fn   func(store.Tx) error
 	}{
-		{"private enqueue", perTaskRow, func(tx store.Tx) error { return tx.TaskInsert(priv) }},
+		{"private enqueue", perTaskRow, func(tx store.Tx) error { return tx.TaskInsert(ctx, priv) }},
 		// count, board list, ready entry
-		{"public enqueue", perTaskRow + 3, func(tx store.Tx) error { return tx.TaskInsert(pub) }},
+		{"public enqueue", perTaskRow + 3, func(tx store.Tx) error { return tx.TaskInsert(ctx, pub) }},
 		// count out and in, ready entry out
 		{"public claim", perTaskRow + 3, func(tx store.Tx) error {
 			pub.State = tessera.StateLeased
 			pub.Lease = &tessera.Lease{RunID: "r", Holder: "p", TokenHash: []byte{1}, Seconds: 60, ExpiresAt: publicNow.Add(time.Minute)}
-			return tx.TaskUpdate(pub)
+			return tx.TaskUpdate(ctx, pub)
 		}},
 		{"public heartbeat", perTaskRow, func(tx store.Tx) error {
 			pub.Lease.ExpiresAt = publicNow.Add(2 * time.Minute)
-			return tx.TaskUpdate(pub)
+			return tx.TaskUpdate(ctx, pub)
 		}},
 		{"public submit", perTaskRow + 2, func(tx store.Tx) error {
 			pub.State, pub.Lease = tessera.StateSucceeded, nil
-			return tx.TaskUpdate(pub)
+			return tx.TaskUpdate(ctx, pub)
 		}},
 		{"private claim", perTaskRow, func(tx store.Tx) error {
 			priv.State = tessera.StateLeased
-			return tx.TaskUpdate(priv)
+			return tx.TaskUpdate(ctx, priv)
 		}},
 	}
 	for _, tc := range cases {

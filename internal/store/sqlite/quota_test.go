@@ -50,7 +50,7 @@ func TestRefusalInsideOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(ctx, func(tx store.Tx) error { _, err := tx.NamespaceEnsure("main", time.Now()); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) error { _, err := tx.NamespaceEnsure(ctx, "main", time.Now()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -61,7 +61,7 @@ func TestRefusalInsideOperations(t *testing.T) {
 		t.Fatalf("cold start of an up-to-date store while refusing: %v", err)
 	}
 	defer db.Close()
-	if err := db.View(ctx, func(tx store.Tx) error { _, err := tx.NamespaceList(); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) error { _, err := tx.NamespaceList(ctx); return err }); err != nil {
 		t.Errorf("read while refusing: %v", err)
 	}
 	statements := map[string]func(*tx) error{
@@ -78,7 +78,7 @@ func TestRefusalInsideOperations(t *testing.T) {
 			return err
 		},
 		"an ordinary insert": func(t *tx) error {
-			_, err := t.NamespaceEnsure("other", time.Now())
+			_, err := t.NamespaceEnsure(ctx, "other", time.Now())
 			return err
 		},
 	}
@@ -90,12 +90,12 @@ func TestRefusalInsideOperations(t *testing.T) {
 	}
 	// A read inside a write transaction still works: an empty claim needs
 	// no write.
-	err = db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceList(); return err })
+	err = db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceList(ctx); return err })
 	if err != nil {
 		t.Errorf("read-only work in Update while refusing: %v", err)
 	}
 	var names []store.Namespace
-	_ = db.View(ctx, func(st store.Tx) (err error) { names, err = st.NamespaceList(); return err })
+	_ = db.View(ctx, func(st store.Tx) (err error) { names, err = st.NamespaceList(ctx); return err })
 	if len(names) != 1 {
 		t.Errorf("refused writes left %d namespaces, want 1", len(names))
 	}
@@ -103,7 +103,7 @@ func TestRefusalInsideOperations(t *testing.T) {
 	if err := m.SetAllowance(meter.Allowance{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceEnsure("other", time.Now()); return err }); err != nil {
+	if err := db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceEnsure(ctx, "other", time.Now()); return err }); err != nil {
 		t.Errorf("write after the allowance was raised: %v", err)
 	}
 }

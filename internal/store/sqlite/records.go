@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+
 	"errors"
 	"fmt"
 	"math"
@@ -47,7 +49,7 @@ func (t *tx) records(sql string, args []any) ([]tessera.Record, error) {
 	return out, page.done(err)
 }
 
-func (t *tx) RecordHead(ns, bucket, key string) (int64, error) {
+func (t *tx) RecordHead(ctx context.Context, ns, bucket, key string) (int64, error) {
 	var v int64
 	err := t.one(`SELECT version FROM record_heads WHERE namespace = ? AND bucket = ? AND key = ?`,
 		[]any{ns, bucket, key}, func(s *sqlite3.Stmt) error {
@@ -57,7 +59,7 @@ func (t *tx) RecordHead(ns, bucket, key string) (int64, error) {
 	return v, err
 }
 
-func (t *tx) RecordPut(r *tessera.Record, prev int64) error {
+func (t *tx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
 	// The head moves first and only from prev: a compare-and-set that holds
 	// on any backend, whatever the transaction isolation.
 	if prev == 0 {
@@ -84,7 +86,7 @@ func (t *tx) RecordPut(r *tessera.Record, prev int64) error {
 	return nil
 }
 
-func (t *tx) RecordGet(ns, bucket, key string, version int64) (*tessera.Record, error) {
+func (t *tx) RecordGet(ctx context.Context, ns, bucket, key string, version int64) (*tessera.Record, error) {
 	var r tessera.Record
 	scan := func(s *sqlite3.Stmt) error {
 		r = scanRecord(s)
@@ -105,7 +107,7 @@ func (t *tx) RecordGet(ns, bucket, key string, version int64) (*tessera.Record, 
 	return &r, nil
 }
 
-func (t *tx) RecordVersions(ns, bucket, key string, before int64, limit int) ([]tessera.Record, error) {
+func (t *tx) RecordVersions(ctx context.Context, ns, bucket, key string, before int64, limit int) ([]tessera.Record, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
@@ -128,7 +130,7 @@ func prefixEnd(prefix string) string {
 	return ""
 }
 
-func (t *tx) RecordHeads(ns, bucket, prefix, after string, limit int) ([]tessera.Record, error) {
+func (t *tx) RecordHeads(ctx context.Context, ns, bucket, prefix, after string, limit int) ([]tessera.Record, error) {
 	sql := `SELECT ` + versionCols + ` FROM record_heads h JOIN record_versions v
  ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
  WHERE h.namespace = ? AND h.bucket = ? AND h.key > ? AND h.key >= ?`
@@ -141,7 +143,7 @@ func (t *tx) RecordHeads(ns, bucket, prefix, after string, limit int) ([]tessera
 	return t.records(sql, append(args, limit))
 }
 
-func (t *tx) RecordPublicHeads(ns, afterBucket, afterKey string, limit int) ([]tessera.Record, error) {
+func (t *tx) RecordPublicHeads(ctx context.Context, ns, afterBucket, afterKey string, limit int) ([]tessera.Record, error) {
 	return t.records(`SELECT `+versionCols+` FROM buckets b
  JOIN record_heads h ON h.namespace = b.namespace AND h.bucket = b.name
  JOIN record_versions v ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
@@ -156,13 +158,13 @@ func scanBucket(s *sqlite3.Stmt) tessera.Bucket {
 		CreatedAt: colTime(s, 3), UpdatedAt: colTime(s, 4)}
 }
 
-func (t *tx) BucketEnsure(ns, name string, now time.Time) error {
+func (t *tx) BucketEnsure(ctx context.Context, ns, name string, now time.Time) error {
 	// A bucket that exists costs nothing: DO NOTHING writes no row.
 	_, err := t.c.exec(`INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, 0, ?, ?) ON CONFLICT DO NOTHING`, ns, name, now, now)
 	return err
 }
 
-func (t *tx) BucketPut(b *tessera.Bucket) error {
+func (t *tx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
 	return t.one(`INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, ?, ?, ?)
  ON CONFLICT (namespace, name) DO UPDATE SET public = excluded.public, updated_at = excluded.updated_at
  RETURNING created_at`, []any{b.Namespace, b.Name, b.Public, b.CreatedAt, b.UpdatedAt}, func(s *sqlite3.Stmt) error {
@@ -171,7 +173,7 @@ func (t *tx) BucketPut(b *tessera.Bucket) error {
 	})
 }
 
-func (t *tx) BucketGet(ns, name string) (*tessera.Bucket, error) {
+func (t *tx) BucketGet(ctx context.Context, ns, name string) (*tessera.Bucket, error) {
 	var b tessera.Bucket
 	err := t.one(`SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name = ?`, []any{ns, name}, func(s *sqlite3.Stmt) error {
 		b = scanBucket(s)
@@ -183,7 +185,7 @@ func (t *tx) BucketGet(ns, name string) (*tessera.Bucket, error) {
 	return &b, nil
 }
 
-func (t *tx) BucketList(ns, after string, limit int) ([]tessera.Bucket, error) {
+func (t *tx) BucketList(ctx context.Context, ns, after string, limit int) ([]tessera.Bucket, error) {
 	var out []tessera.Bucket
 	err := t.c.query(`SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name > ? ORDER BY name LIMIT ?`,
 		[]any{ns, after, limit}, func(s *sqlite3.Stmt) error {
@@ -195,7 +197,7 @@ func (t *tx) BucketList(ns, after string, limit int) ([]tessera.Bucket, error) {
 
 const blobCols = `namespace, sha256, size, content_type, uploaded_by, run_id, task_id, created_at`
 
-func (t *tx) BlobGet(ns, sum string) (*tessera.Blob, error) {
+func (t *tx) BlobGet(ctx context.Context, ns, sum string) (*tessera.Blob, error) {
 	var b tessera.Blob
 	err := t.one(`SELECT `+blobCols+` FROM blobs WHERE namespace = ? AND sha256 = ?`, []any{ns, sum}, func(s *sqlite3.Stmt) error {
 		b = tessera.Blob{Namespace: s.ColumnText(0), SHA256: s.ColumnText(1), Size: s.ColumnInt64(2),
@@ -209,7 +211,7 @@ func (t *tx) BlobGet(ns, sum string) (*tessera.Blob, error) {
 	return &b, nil
 }
 
-func (t *tx) BlobPut(b *tessera.Blob) error {
+func (t *tx) BlobPut(ctx context.Context, b *tessera.Blob) error {
 	_, err := t.c.exec(`INSERT INTO blobs (`+blobCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.Namespace, b.SHA256, b.Size, b.ContentType, b.UploadedBy, nullable(b.RunID), nullable(b.TaskID), b.CreatedAt)
 	if err != nil {
@@ -218,13 +220,13 @@ func (t *tx) BlobPut(b *tessera.Blob) error {
 	return nil
 }
 
-func (t *tx) BlobReaderAdd(ns, sum, principalID string, now time.Time) error {
+func (t *tx) BlobReaderAdd(ctx context.Context, ns, sum, principalID string, now time.Time) error {
 	_, err := t.c.exec(`INSERT INTO blob_readers (namespace, sha256, principal_id, created_at) VALUES (?, ?, ?, ?)
  ON CONFLICT DO NOTHING`, ns, sum, principalID, now)
 	return err
 }
 
-func (t *tx) BlobReaderCheck(ns, sum, principalID string) (bool, error) {
+func (t *tx) BlobReaderCheck(ctx context.Context, ns, sum, principalID string) (bool, error) {
 	err := t.one(`SELECT 1 FROM blob_readers WHERE namespace = ? AND sha256 = ? AND principal_id = ?`,
 		[]any{ns, sum, principalID}, func(*sqlite3.Stmt) error { return nil })
 	if errors.Is(err, store.ErrNotFound) {
@@ -241,7 +243,7 @@ func scanUpload(s *sqlite3.Stmt) tessera.Upload {
 		CreatedAt: colTime(s, 8)}
 }
 
-func (t *tx) UploadCreate(u *tessera.Upload) error {
+func (t *tx) UploadCreate(ctx context.Context, u *tessera.Upload) error {
 	_, err := t.c.exec(`INSERT INTO uploads (`+uploadCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		u.Namespace, u.ID, u.SHA256, u.Size, u.ContentType, u.PrincipalID, nullable(u.RunID), nullable(u.TaskID), u.CreatedAt)
 	if err != nil {
@@ -250,7 +252,7 @@ func (t *tx) UploadCreate(u *tessera.Upload) error {
 	return nil
 }
 
-func (t *tx) UploadGet(ns, id string) (*tessera.Upload, error) {
+func (t *tx) UploadGet(ctx context.Context, ns, id string) (*tessera.Upload, error) {
 	var u tessera.Upload
 	err := t.one(`SELECT `+uploadCols+` FROM uploads WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) error {
 		u = scanUpload(s)
@@ -262,11 +264,11 @@ func (t *tx) UploadGet(ns, id string) (*tessera.Upload, error) {
 	return &u, nil
 }
 
-func (t *tx) UploadDelete(ns, id string) error {
+func (t *tx) UploadDelete(ctx context.Context, ns, id string) error {
 	return mustChange(t.c.exec(`DELETE FROM uploads WHERE namespace = ? AND id = ?`, ns, id))
 }
 
-func (t *tx) UploadsExpired(before time.Time, limit int) ([]tessera.Upload, error) {
+func (t *tx) UploadsExpired(ctx context.Context, before time.Time, limit int) ([]tessera.Upload, error) {
 	// A full scan, on purpose: the table holds only uploads of the last
 	// hour, and an index on created_at would cost a row on every declare
 	// and every commit.
@@ -279,7 +281,7 @@ func (t *tx) UploadsExpired(before time.Time, limit int) ([]tessera.Upload, erro
 	return out, err
 }
 
-func (t *tx) NamespaceSettingsGet(ns string) (*tessera.NamespaceSettings, error) {
+func (t *tx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.NamespaceSettings, error) {
 	var out tessera.NamespaceSettings
 	err := t.one(`SELECT namespace, raw_policy, updated_at FROM namespace_settings WHERE namespace = ?`, []any{ns},
 		func(s *sqlite3.Stmt) error {
@@ -292,7 +294,7 @@ func (t *tx) NamespaceSettingsGet(ns string) (*tessera.NamespaceSettings, error)
 	return &out, nil
 }
 
-func (t *tx) NamespaceSettingsPut(st *tessera.NamespaceSettings) error {
+func (t *tx) NamespaceSettingsPut(ctx context.Context, st *tessera.NamespaceSettings) error {
 	_, err := t.c.exec(`INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES (?, ?, ?)
  ON CONFLICT (namespace) DO UPDATE SET raw_policy = excluded.raw_policy, updated_at = excluded.updated_at`,
 		st.Namespace, st.RawPolicy, st.UpdatedAt)

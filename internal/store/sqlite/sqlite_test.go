@@ -95,7 +95,7 @@ func TestMeterCountsRows(t *testing.T) {
 
 	t.Run("insert", func(t *testing.T) {
 		w, r := delta(m, func() {
-			if err := db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(task("01A")) }); err != nil {
+			if err := db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01A")) }); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -113,7 +113,7 @@ func TestMeterCountsRows(t *testing.T) {
 			err := db.Update(ctx, func(tx store.Tx) error {
 				changed := task("01A")
 				changed.State, changed.Attempts = tessera.StateDead, 3
-				return tx.TaskUpdate(changed)
+				return tx.TaskUpdate(ctx, changed)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -129,7 +129,7 @@ func TestMeterCountsRows(t *testing.T) {
 		w, _ := delta(m, func() {
 			err := db.Update(ctx, func(tx store.Tx) error {
 				for _, id := range []string{"01X", "01Y"} {
-					if err := tx.TaskInsert(task(id)); err != nil {
+					if err := tx.TaskInsert(ctx, task(id)); err != nil {
 						return err
 					}
 				}
@@ -150,7 +150,7 @@ func TestMeterCountsRows(t *testing.T) {
 		}
 		w, r := delta(m, func() {
 			err := db.Update(ctx, func(tx store.Tx) error {
-				return tx.TaskEventAppend("main", "01A", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: now})
+				return tx.TaskEventAppend(ctx, "main", "01A", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: now})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +165,7 @@ func TestMeterCountsRows(t *testing.T) {
 	t.Run("reads", func(t *testing.T) {
 		if err := db.Update(ctx, func(tx store.Tx) error {
 			for _, id := range []string{"01B", "01C"} {
-				if err := tx.TaskInsert(task(id)); err != nil {
+				if err := tx.TaskInsert(ctx, task(id)); err != nil {
 					return err
 				}
 			}
@@ -179,16 +179,16 @@ func TestMeterCountsRows(t *testing.T) {
 			fn   func(store.Tx) error
 		}{
 			{"list of three", 3, func(tx store.Tx) error {
-				_, err := tx.TaskList("main", store.TaskFilter{Limit: 10, Now: now})
+				_, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 10, Now: now})
 				return err
 			}},
 			{"list limited to two", 2, func(tx store.Tx) error {
-				_, err := tx.TaskList("main", store.TaskFilter{Limit: 2, Now: now})
+				_, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 2, Now: now})
 				return err
 			}},
-			{"get", 1, func(tx store.Tx) error { _, err := tx.TaskGet("main", "01B"); return err }},
+			{"get", 1, func(tx store.Tx) error { _, err := tx.TaskGet(ctx, "main", "01B"); return err }},
 			{"get of a missing task", 0, func(tx store.Tx) error {
-				if _, err := tx.TaskGet("main", "01Z"); !errors.Is(err, store.ErrNotFound) {
+				if _, err := tx.TaskGet(ctx, "main", "01Z"); !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
 				return nil
@@ -242,12 +242,13 @@ func migrationCount(t *testing.T) int {
 // §2: opening an up-to-date store writes nothing — no metered row, no byte
 // of the file, no change of the schema version.
 func TestColdStartWritesNothing(t *testing.T) {
+	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "tessera.db")
 	first, err := sqlite.Open(context.Background(), path, newMeter())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Update(context.Background(), func(tx store.Tx) error { return tx.TaskInsert(task("01A")) }); err != nil {
+	if err := first.Update(context.Background(), func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01A")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := first.Close(); err != nil {
@@ -291,7 +292,7 @@ func TestColdStartWritesNothing(t *testing.T) {
 
 	// The data written before is still there.
 	db := openDB(t, path, newMeter())
-	if err := db.View(context.Background(), func(tx store.Tx) error { _, err := tx.TaskGet("main", "01A"); return err }); err != nil {
+	if err := db.View(context.Background(), func(tx store.Tx) error { _, err := tx.TaskGet(ctx, "main", "01A"); return err }); err != nil {
 		t.Errorf("task after reopen: %v", err)
 	}
 }

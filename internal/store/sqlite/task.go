@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"context"
+
 	"encoding/json"
 	"fmt"
 	"time"
@@ -60,7 +62,7 @@ func leaseArgs(t *tessera.Task) []any {
 	return []any{t.Lease.RunID, t.Lease.Holder, t.Lease.TokenHash, t.Lease.ExpiresAt, t.Lease.Seconds}
 }
 
-func (t *tx) TaskInsert(task *tessera.Task) error {
+func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	labels, err := json.Marshal(task.Labels)
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func (t *tx) TaskInsert(task *tessera.Task) error {
 	return nil
 }
 
-func (t *tx) TaskGet(ns, id string) (*tessera.Task, error) {
+func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
 	var task *tessera.Task
 	err := t.one(`SELECT `+taskCols+` FROM tasks WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) (err error) {
 		task, err = scanTask(s)
@@ -84,7 +86,7 @@ func (t *tx) TaskGet(ns, id string) (*tessera.Task, error) {
 	return task, err
 }
 
-func (t *tx) TaskUpdate(task *tessera.Task) error {
+func (t *tx) TaskUpdate(ctx context.Context, task *tessera.Task) error {
 	args := []any{task.State, task.Attempts, task.RunAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
 	args = append(args, leaseArgs(task)...)
 	args = append(args, task.Namespace, task.ID)
@@ -107,7 +109,7 @@ func (t *tx) tasks(sql string, args []any) ([]tessera.Task, error) {
 	return out, page.done(err)
 }
 
-func (t *tx) TaskList(ns string, f store.TaskFilter) ([]tessera.Task, error) {
+func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
 	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = ?`
 	args := []any{ns}
 	switch f.State {
@@ -139,7 +141,7 @@ func (t *tx) TaskList(ns string, f store.TaskFilter) ([]tessera.Task, error) {
 	return t.tasks(sql, args)
 }
 
-func (t *tx) TaskNextReady(ns, queue string, now time.Time) (*tessera.Task, error) {
+func (t *tx) TaskNextReady(ctx context.Context, ns, queue string, now time.Time) (*tessera.Task, error) {
 	var task *tessera.Task
 	err := t.one(`SELECT `+taskCols+` FROM tasks
  WHERE namespace = ? AND queue = ? AND state = 'ready' AND run_at <= ?
@@ -150,12 +152,12 @@ func (t *tx) TaskNextReady(ns, queue string, now time.Time) (*tessera.Task, erro
 	return task, err
 }
 
-func (t *tx) TaskLapsed(ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
+func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
 	return t.tasks(`SELECT `+taskCols+` FROM tasks
  WHERE namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ? LIMIT ?`, []any{ns, queue, now, limit})
 }
 
-func (t *tx) TaskCounts(ns string, now time.Time) ([]store.QueueCount, error) {
+func (t *tx) TaskCounts(ctx context.Context, ns string, now time.Time) ([]store.QueueCount, error) {
 	var out []store.QueueCount
 	err := t.c.query(`SELECT queue, CASE WHEN state = 'ready' AND run_at > ? THEN 'scheduled' ELSE state END AS st, count(*)
  FROM tasks WHERE namespace = ? GROUP BY queue, st ORDER BY queue, st`, []any{now, ns}, func(s *sqlite3.Stmt) error {
@@ -167,7 +169,7 @@ func (t *tx) TaskCounts(ns string, now time.Time) ([]store.QueueCount, error) {
 
 const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, outcome, error`
 
-func (t *tx) RunInsert(ns string, r *tessera.Run) error {
+func (t *tx) RunInsert(ctx context.Context, ns string, r *tessera.Run) error {
 	_, err := t.c.exec(`INSERT INTO runs (namespace, `+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ns, r.ID, r.TaskID, r.Holder, r.Attempt, r.StartedAt, r.EndedAt, r.Outcome, r.Error)
 	if err != nil {
@@ -176,12 +178,12 @@ func (t *tx) RunInsert(ns string, r *tessera.Run) error {
 	return nil
 }
 
-func (t *tx) RunEnd(ns string, r *tessera.Run) error {
+func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
 	return mustChange(t.c.exec(`UPDATE runs SET ended_at = ?, outcome = ?, error = ? WHERE namespace = ? AND task_id = ? AND run_id = ?`,
 		r.EndedAt, r.Outcome, r.Error, ns, r.TaskID, r.ID))
 }
 
-func (t *tx) RunList(ns, taskID string) ([]tessera.Run, error) {
+func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
 	err := t.c.query(`SELECT `+runCols+` FROM runs WHERE namespace = ? AND task_id = ? ORDER BY run_id`, []any{ns, taskID},
 		func(s *sqlite3.Stmt) error {
@@ -194,7 +196,7 @@ func (t *tx) RunList(ns, taskID string) ([]tessera.Run, error) {
 	return out, err
 }
 
-func (t *tx) TaskEventAppend(ns, taskID string, e *tessera.TaskEvent) error {
+func (t *tx) TaskEventAppend(ctx context.Context, ns, taskID string, e *tessera.TaskEvent) error {
 	return t.one(`INSERT INTO task_events (namespace, task_id, seq, kind, body, by, created_at)
  SELECT ?, ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM task_events WHERE namespace = ? AND task_id = ?
  RETURNING seq`, []any{ns, taskID, e.Kind, e.Body, e.By, e.Time, ns, taskID}, func(s *sqlite3.Stmt) error {
@@ -203,7 +205,7 @@ func (t *tx) TaskEventAppend(ns, taskID string, e *tessera.TaskEvent) error {
 	})
 }
 
-func (t *tx) TaskEventList(ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error) {
+func (t *tx) TaskEventList(ctx context.Context, ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error) {
 	var out []tessera.TaskEvent
 	err := t.c.query(`SELECT seq, kind, body, by, created_at FROM task_events
  WHERE namespace = ? AND task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, []any{ns, taskID, after, limit},

@@ -18,6 +18,7 @@ func testAudit(t *testing.T, open Opener) {
 	}
 
 	t.Run("events filter newest first within the window", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		old := event("main", "p1", "task.get", at(-48*time.Hour))
 		e1 := event("main", "p1", "task.get", at(0))
@@ -25,7 +26,7 @@ func testAudit(t *testing.T, open Opener) {
 		e3 := event("alpha", "p2", "task.get", at(2*time.Second))
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, e := range []*tessera.AuditEvent{old, e1, e2, e3} {
-				if err := tx.AuditInsert(e); err != nil {
+				if err := tx.AuditInsert(ctx, e); err != nil {
 					return err
 				}
 			}
@@ -46,7 +47,7 @@ func testAudit(t *testing.T, open Opener) {
 		}
 		readTx(t, s, func(tx store.Tx) error {
 			for i, c := range cases {
-				got, err := tx.AuditEvents(c.f)
+				got, err := tx.AuditEvents(ctx, c.f)
 				if err != nil {
 					return err
 				}
@@ -65,22 +66,23 @@ func testAudit(t *testing.T, open Opener) {
 	})
 
 	t.Run("counters add up per minute and key", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		minute := epoch.Truncate(time.Minute)
 		c := tessera.AuditCounter{Minute: minute, Namespace: "main", PrincipalID: "p1", Action: "claim.grant", Outcome: "empty", Count: 2}
 		other := c
 		other.Outcome, other.Count = "forbidden", 1
-		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd([]tessera.AuditCounter{c, other}) })
-		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd([]tessera.AuditCounter{c}) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{c, other}) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{c}) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.AuditCounters(store.AuditFilter{Since: minute, Limit: 10, Outcome: "empty"})
+			got, err := tx.AuditCounters(ctx, store.AuditFilter{Since: minute, Limit: 10, Outcome: "empty"})
 			if err != nil {
 				return err
 			}
 			if len(got) != 1 || got[0].Count != 4 || !got[0].Minute.Equal(minute) {
 				t.Errorf("empty counter: %+v, want one of count 4", got)
 			}
-			all, err := tx.AuditCounters(store.AuditFilter{Since: minute, Limit: 10, PrincipalID: "p1"})
+			all, err := tx.AuditCounters(ctx, store.AuditFilter{Since: minute, Limit: 10, PrincipalID: "p1"})
 			if len(all) != 2 {
 				t.Errorf("%d counters for p1, want 2", len(all))
 			}
@@ -89,16 +91,17 @@ func testAudit(t *testing.T, open Opener) {
 	})
 
 	t.Run("a day's salt is put once", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		writeTx(t, s, func(tx store.Tx) error {
-			if _, err := tx.SaltGet("2030-01-01"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.SaltGet(ctx, "2030-01-01"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("missing salt: %v", err)
 			}
-			first, err := tx.SaltPut("2030-01-01", []byte("aaaa"))
+			first, err := tx.SaltPut(ctx, "2030-01-01", []byte("aaaa"))
 			if err != nil {
 				return err
 			}
-			second, err := tx.SaltPut("2030-01-01", []byte("bbbb"))
+			second, err := tx.SaltPut(ctx, "2030-01-01", []byte("bbbb"))
 			if !bytes.Equal(first, []byte("aaaa")) || !bytes.Equal(second, []byte("aaaa")) {
 				t.Errorf("salts %q then %q, want the first kept", first, second)
 			}
@@ -107,13 +110,14 @@ func testAudit(t *testing.T, open Opener) {
 	})
 
 	t.Run("identity snapshot upserts", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		id := tessera.NamespaceIdentity{Namespace: "main", PrincipalID: "p1", Account: "acme", Kind: "agent", DisplayName: "w", SeenAt: epoch}
-		writeTx(t, s, func(tx store.Tx) error { return tx.IdentityPut(&id) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdentityPut(ctx, &id) })
 		id.Kind, id.SeenAt = "service", at(time.Minute)
-		writeTx(t, s, func(tx store.Tx) error { return tx.IdentityPut(&id) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdentityPut(ctx, &id) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.IdentityGet("main", "p1")
+			got, err := tx.IdentityGet(ctx, "main", "p1")
 			if err == nil && *got != id {
 				t.Errorf("identity %+v, want %+v", *got, id)
 			}
@@ -122,30 +126,31 @@ func testAudit(t *testing.T, open Opener) {
 	})
 
 	t.Run("retention deletes by age in batches", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		purgeAt := at(-48 * time.Hour)
 		anon := &tessera.Principal{ID: "anon1", Kind: tessera.KindAnonymous, CreatedAt: at(-72 * time.Hour), PurgeAt: &purgeAt}
 		keyed := &tessera.Principal{ID: "user1", Kind: tessera.KindUser, CreatedAt: at(-72 * time.Hour)}
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, p := range []*tessera.Principal{anon, keyed} {
-				if err := tx.PrincipalCreate(p); err != nil {
+				if err := tx.PrincipalCreate(ctx, p); err != nil {
 					return err
 				}
-				if err := tx.KeyCreate(&tessera.Key{ID: "key" + p.ID, PrincipalID: p.ID, Scopes: []string{"read"}, CreatedAt: epoch, SecretHash: []byte{1}}); err != nil {
+				if err := tx.KeyCreate(ctx, &tessera.Key{ID: "key" + p.ID, PrincipalID: p.ID, Scopes: []string{"read"}, CreatedAt: epoch, SecretHash: []byte{1}}); err != nil {
 					return err
 				}
 			}
 			for i := range 5 {
-				if err := tx.AuditInsert(event("main", "p1", "task.get", at(-48*time.Hour+time.Duration(i)*time.Second))); err != nil {
+				if err := tx.AuditInsert(ctx, event("main", "p1", "task.get", at(-48*time.Hour+time.Duration(i)*time.Second))); err != nil {
 					return err
 				}
 			}
-			return tx.AuditInsert(event("main", "p1", "task.get", epoch))
+			return tx.AuditInsert(ctx, event("main", "p1", "task.get", epoch))
 		})
 		cutoff := at(-24 * time.Hour)
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, want := range []int{3, 2, 0} {
-				n, err := tx.AuditEventsPurge(cutoff, 3)
+				n, err := tx.AuditEventsPurge(ctx, cutoff, 3)
 				if err != nil {
 					return err
 				}
@@ -153,21 +158,21 @@ func testAudit(t *testing.T, open Opener) {
 					t.Errorf("purge batch deleted %d, want %d", n, want)
 				}
 			}
-			n, err := tx.PrincipalsPurge(cutoff, 10)
+			n, err := tx.PrincipalsPurge(ctx, cutoff, 10)
 			if n != 1 {
 				t.Errorf("principals purged %d, want the anonymous one", n)
 			}
 			return err
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			left, err := tx.AuditEvents(store.AuditFilter{Since: at(-72 * time.Hour), Limit: 10})
+			left, err := tx.AuditEvents(ctx, store.AuditFilter{Since: at(-72 * time.Hour), Limit: 10})
 			if len(left) != 1 {
 				t.Errorf("%d events left, want the recent one", len(left))
 			}
-			if _, _, err := tx.KeyLookup("keyanon1"); !errors.Is(err, store.ErrNotFound) {
+			if _, _, err := tx.KeyLookup(ctx, "keyanon1"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("purged principal's key: %v", err)
 			}
-			if _, _, err := tx.KeyLookup("keyuser1"); err != nil {
+			if _, _, err := tx.KeyLookup(ctx, "keyuser1"); err != nil {
 				t.Errorf("keyed principal's key: %v", err)
 			}
 			return err

@@ -104,10 +104,11 @@ func leaseFixture(exp time.Time) *tessera.Lease {
 
 // insertTasks inserts tasks in one transaction.
 func insertTasks(t *testing.T, s store.Store, tasks ...*tessera.Task) {
+	ctx := t.Context()
 	t.Helper()
 	writeTx(t, s, func(tx store.Tx) error {
 		for _, task := range tasks {
-			if err := tx.TaskInsert(task); err != nil {
+			if err := tx.TaskInsert(ctx, task); err != nil {
 				return err
 			}
 		}

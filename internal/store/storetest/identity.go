@@ -15,19 +15,20 @@ import (
 // testIdentity covers principals, keys, namespaces and idempotency entries.
 func testIdentity(t *testing.T, open Opener) {
 	t.Run("PrincipalRoundTrip", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		anon := &tessera.Principal{ID: "p-anon", Kind: tessera.KindAnonymous, Account: "acct-1",
 			DisplayName: "Anon Ünïcode", CreatedAt: epoch, LastUsedAt: ptr(at(time.Second)), PurgeAt: ptr(at(time.Hour))}
 		user := &tessera.Principal{ID: "p-user", Kind: tessera.KindUser, DisplayName: "u", CreatedAt: at(time.Minute)}
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.PrincipalCreate(anon); err != nil {
+			if err := tx.PrincipalCreate(ctx, anon); err != nil {
 				return err
 			}
-			return tx.PrincipalCreate(user)
+			return tx.PrincipalCreate(ctx, user)
 		})
 		readTx(t, s, func(tx store.Tx) error {
 			for _, want := range []*tessera.Principal{anon, user} {
-				got, err := tx.PrincipalGet(want.ID)
+				got, err := tx.PrincipalGet(ctx, want.ID)
 				if err != nil {
 					t.Fatalf("get %s: %v", want.ID, err)
 				}
@@ -40,25 +41,27 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("PrincipalCreateTwiceConflicts", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		p := &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}
-		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(p) })
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.PrincipalCreate(p) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(ctx, p) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.PrincipalCreate(ctx, p) })
 		wantErr(t, "second create", err, store.ErrConflict)
 	})
 
 	t.Run("PrincipalUpdate", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		p := &tessera.Principal{ID: "p1", Kind: tessera.KindUser, Account: "a", DisplayName: "d", CreatedAt: epoch}
-		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(p) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalCreate(ctx, p) })
 		changed := &tessera.Principal{ID: "p1", Kind: tessera.KindService, Account: "b", DisplayName: "e",
 			CreatedAt:  at(time.Hour), // created_at is not one of the fields an update changes
 			LastUsedAt: ptr(at(time.Minute)), PurgeAt: ptr(at(2 * time.Minute))}
-		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(changed) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(ctx, changed) })
 		want := *changed
 		want.CreatedAt = epoch
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PrincipalGet("p1")
+			got, err := tx.PrincipalGet(ctx, "p1")
 			if err != nil {
 				return err
 			}
@@ -69,9 +72,9 @@ func testIdentity(t *testing.T, open Opener) {
 		})
 		// Clearing the optional timestamps writes NULL back.
 		want.LastUsedAt, want.PurgeAt = nil, nil
-		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(&want) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.PrincipalUpdate(ctx, &want) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PrincipalGet("p1")
+			got, err := tx.PrincipalGet(ctx, "p1")
 			if err != nil {
 				return err
 			}
@@ -83,25 +86,27 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("PrincipalMissingIsNotFound", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.PrincipalGet("nobody")
+			_, err := tx.PrincipalGet(ctx, "nobody")
 			wantErr(t, "get", err, store.ErrNotFound)
 			return nil
 		})
 		err := s.Update(t.Context(), func(tx store.Tx) error {
-			return tx.PrincipalUpdate(&tessera.Principal{ID: "nobody", Kind: tessera.KindUser})
+			return tx.PrincipalUpdate(ctx, &tessera.Principal{ID: "nobody", Kind: tessera.KindUser})
 		})
 		wantErr(t, "update", err, store.ErrNotFound)
 	})
 
 	t.Run("PrincipalListPages", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		// Inserted out of order: the list is ordered by id, not by insertion.
 		all := []string{"p3", "p1", "p5", "p2", "p4"}
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, id := range all {
-				if err := tx.PrincipalCreate(&tessera.Principal{ID: id, Kind: tessera.KindAgent, CreatedAt: epoch}); err != nil {
+				if err := tx.PrincipalCreate(ctx, &tessera.Principal{ID: id, Kind: tessera.KindAgent, CreatedAt: epoch}); err != nil {
 					return err
 				}
 			}
@@ -112,7 +117,7 @@ func testIdentity(t *testing.T, open Opener) {
 		for range 10 {
 			var page []tessera.Principal
 			readTx(t, s, func(tx store.Tx) (err error) {
-				page, err = tx.PrincipalList(after, 2)
+				page, err = tx.PrincipalList(ctx, after, 2)
 				return err
 			})
 			if len(page) == 0 {
@@ -132,11 +137,12 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("PrincipalAny", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		check := func(want bool) {
 			t.Helper()
 			readTx(t, s, func(tx store.Tx) error {
-				got, err := tx.PrincipalAny()
+				got, err := tx.PrincipalAny(ctx)
 				if err != nil {
 					return err
 				}
@@ -148,12 +154,13 @@ func testIdentity(t *testing.T, open Opener) {
 		}
 		check(false)
 		writeTx(t, s, func(tx store.Tx) error {
-			return tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
+			return tx.PrincipalCreate(ctx, &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
 		})
 		check(true)
 	})
 
 	t.Run("KeyCreateLookupWithPrincipal", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		p := &tessera.Principal{ID: "p1", Kind: tessera.KindAgent, Account: "acct", DisplayName: "worker",
 			CreatedAt: epoch, LastUsedAt: ptr(at(time.Second))}
@@ -162,17 +169,17 @@ func testIdentity(t *testing.T, open Opener) {
 		expiring := &tessera.Key{ID: "key2", PrincipalID: "p1", Scopes: []string{"admin"},
 			ExpiresAt: ptr(at(24 * time.Hour)), CreatedAt: at(time.Second), SecretHash: []byte{0, 1, 2, 255}}
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.PrincipalCreate(p); err != nil {
+			if err := tx.PrincipalCreate(ctx, p); err != nil {
 				return err
 			}
-			if err := tx.KeyCreate(forever); err != nil {
+			if err := tx.KeyCreate(ctx, forever); err != nil {
 				return err
 			}
-			return tx.KeyCreate(expiring)
+			return tx.KeyCreate(ctx, expiring)
 		})
 		readTx(t, s, func(tx store.Tx) error {
 			for _, want := range []*tessera.Key{forever, expiring} {
-				k, gotP, err := tx.KeyLookup(want.ID)
+				k, gotP, err := tx.KeyLookup(ctx, want.ID)
 				if err != nil {
 					t.Fatalf("lookup %s: %v", want.ID, err)
 				}
@@ -183,34 +190,35 @@ func testIdentity(t *testing.T, open Opener) {
 					t.Errorf("principal of %s:\n got %+v\nwant %+v", want.ID, gotP, p)
 				}
 			}
-			_, _, err := tx.KeyLookup("nokey")
+			_, _, err := tx.KeyLookup(ctx, "nokey")
 			wantErr(t, "lookup of a missing key", err, store.ErrNotFound)
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyCreate(forever) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyCreate(ctx, forever) })
 		wantErr(t, "second create", err, store.ErrConflict)
 	})
 
 	t.Run("KeyListPages", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
+			if err := tx.PrincipalCreate(ctx, &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
 				return err
 			}
 			for _, id := range []string{"kc", "ka", "kd", "kb"} {
 				k := &tessera.Key{ID: id, PrincipalID: "p1", Scopes: []string{"read"}, CreatedAt: epoch, SecretHash: []byte(id)}
-				if err := tx.KeyCreate(k); err != nil {
+				if err := tx.KeyCreate(ctx, k); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			first, err := tx.KeyList("", 3)
+			first, err := tx.KeyList(ctx, "", 3)
 			if err != nil {
 				return err
 			}
-			rest, err := tx.KeyList("kc", 3)
+			rest, err := tx.KeyList(ctx, "kc", 3)
 			if err != nil {
 				return err
 			}
@@ -229,19 +237,20 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("KeyRevoke", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
+			if err := tx.PrincipalCreate(ctx, &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch}); err != nil {
 				return err
 			}
-			return tx.KeyCreate(&tessera.Key{ID: "key1", PrincipalID: "p1", Scopes: []string{"admin"}, CreatedAt: epoch, SecretHash: []byte("h")})
+			return tx.KeyCreate(ctx, &tessera.Key{ID: "key1", PrincipalID: "p1", Scopes: []string{"admin"}, CreatedAt: epoch, SecretHash: []byte("h")})
 		})
 		first := at(time.Minute)
-		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke("key1", first) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke(ctx, "key1", first) })
 		// Revoking twice keeps the first revocation time.
-		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke("key1", at(time.Hour)) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.KeyRevoke(ctx, "key1", at(time.Hour)) })
 		readTx(t, s, func(tx store.Tx) error {
-			k, _, err := tx.KeyLookup("key1")
+			k, _, err := tx.KeyLookup(ctx, "key1")
 			if err != nil {
 				return err
 			}
@@ -253,17 +262,18 @@ func testIdentity(t *testing.T, open Opener) {
 			}
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyRevoke("nokey", first) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.KeyRevoke(ctx, "nokey", first) })
 		wantErr(t, "revoke of a missing key", err, store.ErrNotFound)
 	})
 
 	t.Run("NamespaceEnsureReportsNewOnce", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		ensure := func(name string, now time.Time) bool {
 			t.Helper()
 			var isNew bool
 			writeTx(t, s, func(tx store.Tx) (err error) {
-				isNew, err = tx.NamespaceEnsure(name, now)
+				isNew, err = tx.NamespaceEnsure(ctx, name, now)
 				return err
 			})
 			return isNew
@@ -278,7 +288,7 @@ func testIdentity(t *testing.T, open Opener) {
 			t.Errorf("first ensure of main: not new")
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.NamespaceList()
+			got, err := tx.NamespaceList(ctx)
 			if err != nil {
 				return err
 			}
@@ -292,9 +302,10 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("NamespaceListEmpty", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.NamespaceList()
+			got, err := tx.NamespaceList(ctx)
 			if err != nil {
 				return err
 			}
@@ -306,12 +317,13 @@ func testIdentity(t *testing.T, open Opener) {
 	})
 
 	t.Run("IdempotencyPutGet", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		e := &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "enqueue", Key: "k-1",
 			RequestHash: []byte{9, 8, 7}, Response: []byte(`{"id":"T1"}`), CreatedAt: epoch}
-		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(e) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(ctx, e) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.IdempotencyGet("main", "p1", "enqueue", "k-1")
+			got, err := tx.IdempotencyGet(ctx, "main", "p1", "enqueue", "k-1")
 			if err != nil {
 				return err
 			}
@@ -325,7 +337,7 @@ func testIdentity(t *testing.T, open Opener) {
 				{"main", "p1", "submit:T1", "k-1"},
 				{"main", "p1", "enqueue", "k-2"},
 			} {
-				_, err := tx.IdempotencyGet(miss[0], miss[1], miss[2], miss[3])
+				_, err := tx.IdempotencyGet(ctx, miss[0], miss[1], miss[2], miss[3])
 				wantErr(t, "get "+miss[0]+"/"+miss[1]+"/"+miss[2]+"/"+miss[3], err, store.ErrNotFound)
 			}
 			return nil
@@ -333,10 +345,10 @@ func testIdentity(t *testing.T, open Opener) {
 
 		again := *e
 		again.Response = []byte(`{"id":"T2"}`)
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.IdempotencyPut(&again) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.IdempotencyPut(ctx, &again) })
 		wantErr(t, "second put of the same key", err, store.ErrConflict)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.IdempotencyGet("main", "p1", "enqueue", "k-1")
+			got, err := tx.IdempotencyGet(ctx, "main", "p1", "enqueue", "k-1")
 			if err != nil {
 				return err
 			}
@@ -348,6 +360,6 @@ func testIdentity(t *testing.T, open Opener) {
 
 		other := *e
 		other.Route = "submit:T1"
-		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(&other) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.IdempotencyPut(ctx, &other) })
 	})
 }

@@ -27,10 +27,11 @@ func idAt(d time.Duration, n int) string {
 
 // updateTasks writes each task's mutable fields in one transaction.
 func updateTasks(t *testing.T, s store.Store, tasks ...*tessera.Task) {
+	ctx := t.Context()
 	t.Helper()
 	writeTx(t, s, func(tx store.Tx) error {
 		for _, task := range tasks {
-			if err := tx.TaskUpdate(task); err != nil {
+			if err := tx.TaskUpdate(ctx, task); err != nil {
 				return err
 			}
 		}
@@ -40,10 +41,11 @@ func updateTasks(t *testing.T, s store.Store, tasks ...*tessera.Task) {
 
 // publicCounts reads PublicCounts as queue → state → count, zeros dropped.
 func publicCounts(t *testing.T, s store.Store, ns string) map[string]map[string]int {
+	ctx := t.Context()
 	t.Helper()
 	out := map[string]map[string]int{}
 	readTx(t, s, func(tx store.Tx) error {
-		rows, err := tx.PublicCounts(ns)
+		rows, err := tx.PublicCounts(ctx, ns)
 		for _, r := range rows {
 			if r.Count < 0 {
 				t.Errorf("%s/%s counted %d", r.Queue, r.State, r.Count)
@@ -113,10 +115,11 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicCountsRolledBackWithTheirTransaction", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, publicTask("01A", taskOpts{}))
 		err := s.Update(t.Context(), func(tx store.Tx) error {
-			if err := tx.TaskInsert(publicTask("01B", taskOpts{})); err != nil {
+			if err := tx.TaskInsert(ctx, publicTask("01B", taskOpts{})); err != nil {
 				return err
 			}
 			return store.ErrConflict // any error rolls back
@@ -128,6 +131,7 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicCountsMatchTaskCounts", func(t *testing.T) {
+		ctx := t.Context()
 		// With every task public, the incremental counts equal a counting
 		// query, scheduled folded into ready.
 		s := open(t)
@@ -149,7 +153,7 @@ func testPublic(t *testing.T, open Opener) {
 		updateTasks(t, s, tasks...)
 		want := map[string]map[string]int{}
 		readTx(t, s, func(tx store.Tx) error {
-			rows, err := tx.TaskCounts("main", epoch)
+			rows, err := tx.TaskCounts(ctx, "main", epoch)
 			for _, r := range rows {
 				st := r.State
 				if st == tessera.StateScheduled {
@@ -168,6 +172,7 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicLapsedLeases", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		leased := func(id, queue string, exp time.Time, public bool) *tessera.Task {
 			task := taskFixture(id, taskOpts{queue: queue, state: tessera.StateLeased, lease: leaseFixture(exp)})
@@ -184,21 +189,21 @@ func testPublic(t *testing.T, open Opener) {
 			publicTask("01G", taskOpts{}),                // ready
 		)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PublicLapsedLeases("main", []string{"default", "gpu", "empty"}, epoch)
+			got, err := tx.PublicLapsedLeases(ctx, "main", []string{"default", "gpu", "empty"}, epoch)
 			if err != nil {
 				return err
 			}
 			if want := map[string]int{"default": 2, "gpu": 1}; !reflect.DeepEqual(got, want) {
 				t.Errorf("lapsed = %v, want %v", got, want)
 			}
-			got, err = tx.PublicLapsedLeases("main", nil, epoch)
+			got, err = tx.PublicLapsedLeases(ctx, "main", nil, epoch)
 			if err != nil {
 				return err
 			}
 			if len(got) != 0 {
 				t.Errorf("no queues asked: %v", got)
 			}
-			got, err = tx.PublicLapsedLeases("other", []string{"default"}, epoch)
+			got, err = tx.PublicLapsedLeases(ctx, "other", []string{"default"}, epoch)
 			if len(got) != 0 {
 				t.Errorf("another namespace: %v", got)
 			}
@@ -207,6 +212,7 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicOldestReady", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		high := publicTask("01A", taskOpts{priority: 9, runAt: at(-time.Minute)})
 		oldest := publicTask("01B", taskOpts{runAt: at(-time.Hour)})
@@ -218,7 +224,7 @@ func testPublic(t *testing.T, open Opener) {
 		oldestReady := func() map[string]time.Time {
 			var got map[string]time.Time
 			readTx(t, s, func(tx store.Tx) (err error) {
-				got, err = tx.PublicOldestReady("main", []string{"default", "later", "gpu", "empty"}, epoch)
+				got, err = tx.PublicOldestReady(ctx, "main", []string{"default", "later", "gpu", "empty"}, epoch)
 				return err
 			})
 			return got
@@ -247,6 +253,7 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicTasksNewestFirstWithoutBriefs", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		var want []store.PublicTask
 		for i := range 5 {
@@ -258,14 +265,14 @@ func testPublic(t *testing.T, open Opener) {
 		insertTasks(t, s, publicTask("01OTHER", taskOpts{ns: "other"}))
 		slices.Reverse(want)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PublicTasks("main", 3)
+			got, err := tx.PublicTasks(ctx, "main", 3)
 			if err != nil {
 				return err
 			}
 			if !reflect.DeepEqual(got, want[:3]) {
 				t.Errorf("newest three:\n got %+v\nwant %+v", got, want[:3])
 			}
-			got, err = tx.PublicTasks("main", 100)
+			got, err = tx.PublicTasks(ctx, "main", 100)
 			if len(got) != 5 {
 				t.Errorf("all public tasks: %d, want 5 (private and other namespaces excluded)", len(got))
 			}
@@ -276,7 +283,7 @@ func testPublic(t *testing.T, open Opener) {
 		task.State = tessera.StateDead
 		updateTasks(t, s, task)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PublicTasks("main", 1)
+			got, err := tx.PublicTasks(ctx, "main", 1)
 			if err == nil && (len(got) != 1 || got[0].State != tessera.StateDead) {
 				t.Errorf("after a change: %+v", got)
 			}
@@ -285,6 +292,7 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("AuditPublicEvents", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		task := publicTask("01TASK", taskOpts{})
 		insertTasks(t, s, task)
@@ -308,17 +316,17 @@ func testPublic(t *testing.T, open Opener) {
 				{ID: "p-ada", Kind: tessera.KindUser, DisplayName: "Ada (now)", CreatedAt: epoch},
 				{ID: "p-bot", Kind: tessera.KindAgent, DisplayName: "bot-7", CreatedAt: epoch},
 			} {
-				if err := tx.PrincipalCreate(p); err != nil {
+				if err := tx.PrincipalCreate(ctx, p); err != nil {
 					return err
 				}
 			}
 			// Ada as last seen in main: the name the feed shows there.
-			if err := tx.IdentityPut(&tessera.NamespaceIdentity{Namespace: "main", PrincipalID: "p-ada", Account: "acct",
+			if err := tx.IdentityPut(ctx, &tessera.NamespaceIdentity{Namespace: "main", PrincipalID: "p-ada", Account: "acct",
 				Kind: tessera.KindUser, DisplayName: "Ada", SeenAt: epoch}); err != nil {
 				return err
 			}
 			for _, e := range events {
-				if err := tx.AuditInsert(e); err != nil {
+				if err := tx.AuditInsert(ctx, e); err != nil {
 					return err
 				}
 			}
@@ -327,10 +335,10 @@ func testPublic(t *testing.T, open Opener) {
 		since := at(-24 * time.Hour)
 		var page1, page2 []store.PublicEvent
 		readTx(t, s, func(tx store.Tx) (err error) {
-			if page1, err = tx.AuditPublicEvents("main", since, "", 2); err != nil {
+			if page1, err = tx.AuditPublicEvents(ctx, "main", since, "", 2); err != nil {
 				return err
 			}
-			page2, err = tx.AuditPublicEvents("main", since, page1[len(page1)-1].ID, 10)
+			page2, err = tx.AuditPublicEvents(ctx, "main", since, page1[len(page1)-1].ID, 10)
 			return err
 		})
 		want := []store.PublicEvent{
@@ -349,11 +357,11 @@ func testPublic(t *testing.T, open Opener) {
 
 		// Retention takes public events out of the feed with their rows.
 		writeTx(t, s, func(tx store.Tx) error {
-			_, err := tx.AuditEventsPurge(at(-time.Hour), 100)
+			_, err := tx.AuditEventsPurge(ctx, at(-time.Hour), 100)
 			return err
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.AuditPublicEvents("main", at(-48*time.Hour), "", 10)
+			got, err := tx.AuditPublicEvents(ctx, "main", at(-48*time.Hour), "", 10)
 			ids := map[string]bool{}
 			for _, e := range got {
 				ids[e.ID] = true

@@ -21,10 +21,11 @@ func recordFixture(ns, bucket, key string, v int64) *tessera.Record {
 
 // putVersions writes versions 1..n of ns/bucket/key.
 func putVersions(t *testing.T, s store.Store, ns, bucket, key string, n int64) {
+	ctx := t.Context()
 	t.Helper()
 	writeTx(t, s, func(tx store.Tx) error {
 		for v := int64(1); v <= n; v++ {
-			if err := tx.RecordPut(recordFixture(ns, bucket, key, v), v-1); err != nil {
+			if err := tx.RecordPut(ctx, recordFixture(ns, bucket, key, v), v-1); err != nil {
 				return err
 			}
 		}
@@ -44,23 +45,24 @@ func recordKeys(recs []tessera.Record) string {
 // settings.
 func testRecords(t *testing.T, open Opener) {
 	t.Run("RecordRoundTrip", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		r1 := recordFixture("main", "b", "k", 1)
 		r1.RunID, r1.TaskID = "run-1", "task-1"
 		r2 := recordFixture("main", "b", "k", 2)
 		r2.Value = json.RawMessage(`null`)
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.RecordPut(r1, 0); err != nil {
+			if err := tx.RecordPut(ctx, r1, 0); err != nil {
 				return err
 			}
-			return tx.RecordPut(r2, 1)
+			return tx.RecordPut(ctx, r2, 1)
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			if head, err := tx.RecordHead("main", "b", "k"); err != nil || head != 2 {
+			if head, err := tx.RecordHead(ctx, "main", "b", "k"); err != nil || head != 2 {
 				t.Fatalf("head: %d, %v", head, err)
 			}
 			for v, want := range map[int64]*tessera.Record{0: r2, 1: r1, 2: r2} {
-				got, err := tx.RecordGet("main", "b", "k", v)
+				got, err := tx.RecordGet(ctx, "main", "b", "k", v)
 				if err != nil {
 					t.Fatalf("get version %d: %v", v, err)
 				}
@@ -68,31 +70,32 @@ func testRecords(t *testing.T, open Opener) {
 					t.Errorf("get version %d:\n got %+v\nwant %+v", v, got, want)
 				}
 			}
-			_, err := tx.RecordGet("main", "b", "k", 3)
+			_, err := tx.RecordGet(ctx, "main", "b", "k", 3)
 			wantErr(t, "missing version", err, store.ErrNotFound)
-			_, err = tx.RecordGet("main", "b", "other", 0)
+			_, err = tx.RecordGet(ctx, "main", "b", "other", 0)
 			wantErr(t, "missing record", err, store.ErrNotFound)
-			_, err = tx.RecordHead("main", "b", "other")
+			_, err = tx.RecordHead(ctx, "main", "b", "other")
 			wantErr(t, "missing head", err, store.ErrNotFound)
-			_, err = tx.RecordGet("other-ns", "b", "k", 0)
+			_, err = tx.RecordGet(ctx, "other-ns", "b", "k", 0)
 			wantErr(t, "other namespace", err, store.ErrNotFound)
 			return nil
 		})
 	})
 
 	t.Run("RecordPutIsCompareAndSet", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		putVersions(t, s, "main", "b", "k", 2)
 		for _, c := range []struct {
 			v, prev int64
 		}{{1, 0}, {3, 1}, {3, 3}, {2, 1}} {
 			err := s.Update(t.Context(), func(tx store.Tx) error {
-				return tx.RecordPut(recordFixture("main", "b", "k", c.v), c.prev)
+				return tx.RecordPut(ctx, recordFixture("main", "b", "k", c.v), c.prev)
 			})
 			wantErr(t, fmt.Sprintf("put %d over %d with the head at 2", c.v, c.prev), err, store.ErrConflict)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			vs, err := tx.RecordVersions("main", "b", "k", 0, 10)
+			vs, err := tx.RecordVersions(ctx, "main", "b", "k", 0, 10)
 			if err != nil || recordKeys(vs) != "b/k@2 b/k@1" {
 				t.Fatalf("after refused puts: %s, %v", recordKeys(vs), err)
 			}
@@ -101,6 +104,7 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("RecordVersionsNewestFirst", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		putVersions(t, s, "main", "b", "k", 5)
 		putVersions(t, s, "main", "b", "k2", 1)
@@ -115,12 +119,12 @@ func testRecords(t *testing.T, open Opener) {
 				{2, 10, "b/k@1"},
 				{1, 10, ""},
 			} {
-				vs, err := tx.RecordVersions("main", "b", "k", c.before, c.limit)
+				vs, err := tx.RecordVersions(ctx, "main", "b", "k", c.before, c.limit)
 				if err != nil || recordKeys(vs) != c.want {
 					t.Errorf("versions before %d limit %d: %q, %v; want %q", c.before, c.limit, recordKeys(vs), err, c.want)
 				}
 			}
-			vs, err := tx.RecordVersions("main", "b", "k", 0, 1)
+			vs, err := tx.RecordVersions(ctx, "main", "b", "k", 0, 1)
 			if err != nil || len(vs) != 1 || string(vs[0].Value) != `{"v":5}` || vs[0].WrittenBy != "p-writer" {
 				t.Errorf("versions carry values: %+v, %v", vs, err)
 			}
@@ -129,11 +133,12 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("RecordHeadsByPrefixAndKey", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		for _, k := range []string{"a", "a-1", "a-2", "a-3", "ab", "b"} {
 			putVersions(t, s, "main", "docs", k, 1)
 		}
-		writeTx(t, s, func(tx store.Tx) error { return tx.RecordPut(recordFixture("main", "docs", "a-2", 2), 1) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.RecordPut(ctx, recordFixture("main", "docs", "a-2", 2), 1) })
 		putVersions(t, s, "main", "other", "a-1", 1)
 		putVersions(t, s, "ns2", "docs", "a-1", 1)
 		readTx(t, s, func(tx store.Tx) error {
@@ -150,12 +155,12 @@ func testRecords(t *testing.T, open Opener) {
 				{"c", "", 10, ""},
 				{"", "ab", 10, "docs/b@1"},
 			} {
-				heads, err := tx.RecordHeads("main", "docs", c.prefix, c.after, c.limit)
+				heads, err := tx.RecordHeads(ctx, "main", "docs", c.prefix, c.after, c.limit)
 				if err != nil || recordKeys(heads) != c.want {
 					t.Errorf("heads prefix %q after %q limit %d: %q, %v; want %q", c.prefix, c.after, c.limit, recordKeys(heads), err, c.want)
 				}
 			}
-			heads, err := tx.RecordHeads("main", "docs", "a-2", "", 10)
+			heads, err := tx.RecordHeads(ctx, "main", "docs", "a-2", "", 10)
 			if err != nil || len(heads) != 1 || string(heads[0].Value) != `{"v":2}` {
 				t.Errorf("heads carry the head's value: %+v, %v", heads, err)
 			}
@@ -164,46 +169,47 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("BucketEnsurePutList", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.BucketEnsure("main", "logs", epoch); err != nil {
+			if err := tx.BucketEnsure(ctx, "main", "logs", epoch); err != nil {
 				return err
 			}
 			// Ensuring again keeps the first row as it was.
-			if err := tx.BucketEnsure("main", "logs", at(time.Hour)); err != nil {
+			if err := tx.BucketEnsure(ctx, "main", "logs", at(time.Hour)); err != nil {
 				return err
 			}
 			b := &tessera.Bucket{Namespace: "main", Name: "status", Public: true, CreatedAt: at(time.Second), UpdatedAt: at(time.Second)}
-			if err := tx.BucketPut(b); err != nil {
+			if err := tx.BucketPut(ctx, b); err != nil {
 				return err
 			}
 			// A put over an existing bucket keeps its creation time.
 			b = &tessera.Bucket{Namespace: "main", Name: "logs", Public: true, CreatedAt: at(time.Minute), UpdatedAt: at(time.Minute)}
-			if err := tx.BucketPut(b); err != nil {
+			if err := tx.BucketPut(ctx, b); err != nil {
 				return err
 			}
 			if !b.CreatedAt.Equal(epoch) {
 				t.Errorf("put over an existing bucket reports created_at %v, want %v", b.CreatedAt, epoch)
 			}
-			return tx.BucketEnsure("ns2", "zeta", epoch)
+			return tx.BucketEnsure(ctx, "ns2", "zeta", epoch)
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.BucketGet("main", "logs")
+			got, err := tx.BucketGet(ctx, "main", "logs")
 			want := &tessera.Bucket{Namespace: "main", Name: "logs", Public: true, CreatedAt: epoch, UpdatedAt: at(time.Minute)}
 			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("get:\n got %+v, %v\nwant %+v", got, err, want)
 			}
-			_, err = tx.BucketGet("main", "zeta")
+			_, err = tx.BucketGet(ctx, "main", "zeta")
 			wantErr(t, "bucket of another namespace", err, store.ErrNotFound)
-			list, err := tx.BucketList("main", "", 10)
+			list, err := tx.BucketList(ctx, "main", "", 10)
 			if err != nil || len(list) != 2 || list[0].Name != "logs" || list[1].Name != "status" {
 				t.Errorf("list: %+v, %v", list, err)
 			}
-			list, err = tx.BucketList("main", "logs", 10)
+			list, err = tx.BucketList(ctx, "main", "logs", 10)
 			if err != nil || len(list) != 1 || list[0].Name != "status" {
 				t.Errorf("list after logs: %+v, %v", list, err)
 			}
-			list, err = tx.BucketList("main", "", 1)
+			list, err = tx.BucketList(ctx, "main", "", 1)
 			if err != nil || len(list) != 1 {
 				t.Errorf("list limit 1: %+v, %v", list, err)
 			}
@@ -212,6 +218,7 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("RecordPublicHeads", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, b := range []*tessera.Bucket{
@@ -220,7 +227,7 @@ func testRecords(t *testing.T, open Opener) {
 				{Namespace: "main", Name: "shown", Public: true, CreatedAt: epoch, UpdatedAt: epoch},
 				{Namespace: "ns2", Name: "board", Public: true, CreatedAt: epoch, UpdatedAt: epoch},
 			} {
-				if err := tx.BucketPut(b); err != nil {
+				if err := tx.BucketPut(ctx, b); err != nil {
 					return err
 				}
 			}
@@ -232,18 +239,18 @@ func testRecords(t *testing.T, open Opener) {
 		putVersions(t, s, "main", "shown", "a", 2)
 		putVersions(t, s, "ns2", "board", "x", 1)
 		readTx(t, s, func(tx store.Tx) error {
-			heads, err := tx.RecordPublicHeads("main", "", "", 10)
+			heads, err := tx.RecordPublicHeads(ctx, "main", "", "", 10)
 			if err != nil || recordKeys(heads) != "board/x@3 board/y@1 shown/a@2" {
 				t.Errorf("public heads: %q, %v", recordKeys(heads), err)
 			}
 			if err == nil && string(heads[0].Value) != `{"v":3}` {
 				t.Errorf("public heads carry the head's value: %s", heads[0].Value)
 			}
-			heads, err = tx.RecordPublicHeads("main", "board", "x", 1)
+			heads, err = tx.RecordPublicHeads(ctx, "main", "board", "x", 1)
 			if err != nil || recordKeys(heads) != "board/y@1" {
 				t.Errorf("public heads after board/x: %q, %v", recordKeys(heads), err)
 			}
-			heads, err = tx.RecordPublicHeads("main", "board", "y", 10)
+			heads, err = tx.RecordPublicHeads(ctx, "main", "board", "y", 10)
 			if err != nil || recordKeys(heads) != "shown/a@2" {
 				t.Errorf("public heads after board/y: %q, %v", recordKeys(heads), err)
 			}
@@ -252,6 +259,7 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("BlobsAndReaders", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		sum := strings.Repeat("ab", 32)
 		b := &tessera.Blob{Namespace: "main", SHA256: sum, Size: 42, ContentType: "text/plain; charset=utf-8",
@@ -259,33 +267,33 @@ func testRecords(t *testing.T, open Opener) {
 		plain := &tessera.Blob{Namespace: "main", SHA256: strings.Repeat("cd", 32), Size: 0, ContentType: "application/octet-stream",
 			UploadedBy: "p-up", CreatedAt: at(time.Second)}
 		writeTx(t, s, func(tx store.Tx) error {
-			if err := tx.BlobPut(b); err != nil {
+			if err := tx.BlobPut(ctx, b); err != nil {
 				return err
 			}
-			if err := tx.BlobPut(plain); err != nil {
+			if err := tx.BlobPut(ctx, plain); err != nil {
 				return err
 			}
-			if err := tx.BlobReaderAdd("main", sum, "p-reader", epoch); err != nil {
+			if err := tx.BlobReaderAdd(ctx, "main", sum, "p-reader", epoch); err != nil {
 				return err
 			}
-			return tx.BlobReaderAdd("main", sum, "p-reader", at(time.Hour))
+			return tx.BlobReaderAdd(ctx, "main", sum, "p-reader", at(time.Hour))
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.BlobPut(b) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.BlobPut(ctx, b) })
 		wantErr(t, "blob put twice", err, store.ErrConflict)
 		readTx(t, s, func(tx store.Tx) error {
 			for _, want := range []*tessera.Blob{b, plain} {
-				got, err := tx.BlobGet("main", want.SHA256)
+				got, err := tx.BlobGet(ctx, "main", want.SHA256)
 				if err != nil || !reflect.DeepEqual(got, want) {
 					t.Errorf("blob get:\n got %+v, %v\nwant %+v", got, err, want)
 				}
 			}
-			_, err := tx.BlobGet("ns2", sum)
+			_, err := tx.BlobGet(ctx, "ns2", sum)
 			wantErr(t, "blob of another namespace", err, store.ErrNotFound)
 			for _, c := range []struct {
 				ns, principal string
 				want          bool
 			}{{"main", "p-reader", true}, {"main", "p-up", false}, {"main", "p-other", false}, {"ns2", "p-reader", false}} {
-				ok, err := tx.BlobReaderCheck(c.ns, sum, c.principal)
+				ok, err := tx.BlobReaderCheck(ctx, c.ns, sum, c.principal)
 				if err != nil || ok != c.want {
 					t.Errorf("reader %s in %s: %v, %v; want %v", c.principal, c.ns, ok, err, c.want)
 				}
@@ -295,6 +303,7 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("Uploads", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		mk := func(ns, id string, created time.Time) *tessera.Upload {
 			return &tessera.Upload{Namespace: ns, ID: id, SHA256: strings.Repeat("0f", 32), Size: 7, ContentType: "image/png",
@@ -306,36 +315,36 @@ func testRecords(t *testing.T, open Opener) {
 		fresh := mk("main", "u-fresh", at(2*time.Hour))
 		writeTx(t, s, func(tx store.Tx) error {
 			for _, u := range []*tessera.Upload{old, other, fresh} {
-				if err := tx.UploadCreate(u); err != nil {
+				if err := tx.UploadCreate(ctx, u); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.UploadCreate(old) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.UploadCreate(ctx, old) })
 		wantErr(t, "upload created twice", err, store.ErrConflict)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.UploadGet("main", "u-old")
+			got, err := tx.UploadGet(ctx, "main", "u-old")
 			if err != nil || !reflect.DeepEqual(got, old) {
 				t.Errorf("upload get:\n got %+v, %v\nwant %+v", got, err, old)
 			}
-			_, err = tx.UploadGet("ns2", "u-old")
+			_, err = tx.UploadGet(ctx, "ns2", "u-old")
 			wantErr(t, "upload of another namespace", err, store.ErrNotFound)
-			exp, err := tx.UploadsExpired(at(time.Hour), 10)
+			exp, err := tx.UploadsExpired(ctx, at(time.Hour), 10)
 			if err != nil || len(exp) != 2 {
 				t.Fatalf("expired across namespaces: %+v, %v", exp, err)
 			}
-			exp, err = tx.UploadsExpired(at(time.Hour), 1)
+			exp, err = tx.UploadsExpired(ctx, at(time.Hour), 1)
 			if err != nil || len(exp) != 1 {
 				t.Errorf("expired limit 1: %+v, %v", exp, err)
 			}
 			return nil
 		})
-		writeTx(t, s, func(tx store.Tx) error { return tx.UploadDelete("main", "u-old") })
-		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.UploadDelete("main", "u-old") })
+		writeTx(t, s, func(tx store.Tx) error { return tx.UploadDelete(ctx, "main", "u-old") })
+		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.UploadDelete(ctx, "main", "u-old") })
 		wantErr(t, "upload deleted twice", err, store.ErrNotFound)
 		readTx(t, s, func(tx store.Tx) error {
-			exp, err := tx.UploadsExpired(at(3*time.Hour), 10)
+			exp, err := tx.UploadsExpired(ctx, at(3*time.Hour), 10)
 			if err != nil || len(exp) != 2 {
 				t.Errorf("expired after a delete: %+v, %v", exp, err)
 			}
@@ -344,44 +353,46 @@ func testRecords(t *testing.T, open Opener) {
 	})
 
 	t.Run("NamespaceSettings", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.NamespaceSettingsGet("main")
+			_, err := tx.NamespaceSettingsGet(ctx, "main")
 			wantErr(t, "settings never stored", err, store.ErrNotFound)
 			return nil
 		})
 		first := &tessera.NamespaceSettings{Namespace: "main", RawPolicy: tessera.RawPrivate, UpdatedAt: epoch}
 		second := &tessera.NamespaceSettings{Namespace: "main", RawPolicy: tessera.RawNamespace, UpdatedAt: at(time.Hour)}
-		writeTx(t, s, func(tx store.Tx) error { return tx.NamespaceSettingsPut(first) })
-		writeTx(t, s, func(tx store.Tx) error { return tx.NamespaceSettingsPut(second) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.NamespaceSettingsPut(ctx, first) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.NamespaceSettingsPut(ctx, second) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.NamespaceSettingsGet("main")
+			got, err := tx.NamespaceSettingsGet(ctx, "main")
 			if err != nil || !reflect.DeepEqual(got, second) {
 				t.Errorf("settings:\n got %+v, %v\nwant %+v", got, err, second)
 			}
-			_, err = tx.NamespaceSettingsGet("ns2")
+			_, err = tx.NamespaceSettingsGet(ctx, "ns2")
 			wantErr(t, "settings of another namespace", err, store.ErrNotFound)
 			return nil
 		})
 	})
 
 	t.Run("RolledBackWritesLeaveNothing", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		boom := errors.New("boom")
 		err := s.Update(t.Context(), func(tx store.Tx) error {
-			if err := tx.RecordPut(recordFixture("main", "b", "k", 1), 0); err != nil {
+			if err := tx.RecordPut(ctx, recordFixture("main", "b", "k", 1), 0); err != nil {
 				return err
 			}
-			if err := tx.BucketEnsure("main", "b", epoch); err != nil {
+			if err := tx.BucketEnsure(ctx, "main", "b", epoch); err != nil {
 				return err
 			}
 			return boom
 		})
 		wantErr(t, "rolled back", err, boom)
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.RecordHead("main", "b", "k")
+			_, err := tx.RecordHead(ctx, "main", "b", "k")
 			wantErr(t, "head after rollback", err, store.ErrNotFound)
-			_, err = tx.BucketGet("main", "b")
+			_, err = tx.BucketGet(ctx, "main", "b")
 			wantErr(t, "bucket after rollback", err, store.ErrNotFound)
 			return nil
 		})

@@ -16,6 +16,7 @@ import (
 // testTasks covers tasks, runs, task events and the transaction contract.
 func testTasks(t *testing.T, open Opener) {
 	t.Run("TaskRoundTrip", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		full := &tessera.Task{
 			Namespace: "build-farm", ID: "01FULL", Queue: "gpu.large:v2", Title: "Tïtle ✓", Brief: "line 1\nline 2",
@@ -34,7 +35,7 @@ func testTasks(t *testing.T, open Opener) {
 		insertTasks(t, s, full, bare)
 		readTx(t, s, func(tx store.Tx) error {
 			for _, want := range []*tessera.Task{full, bare} {
-				got, err := tx.TaskGet(want.Namespace, want.ID)
+				got, err := tx.TaskGet(ctx, want.Namespace, want.ID)
 				if err != nil {
 					t.Fatalf("get %s: %v", want.ID, err)
 				}
@@ -42,7 +43,7 @@ func testTasks(t *testing.T, open Opener) {
 					t.Errorf("get %s:\n got %+v\nwant %+v", want.ID, got, want)
 				}
 			}
-			got, err := tx.TaskGet("main", "01BARE")
+			got, err := tx.TaskGet(ctx, "main", "01BARE")
 			if err != nil {
 				return err
 			}
@@ -56,16 +57,18 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("TaskInsertTwiceConflicts", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		task := taskFixture("01A", taskOpts{})
 		insertTasks(t, s, task)
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(task) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(ctx, task) })
 		wantErr(t, "second insert", err, store.ErrConflict)
 		// The same id in another namespace is another task.
 		insertTasks(t, s, taskFixture("01A", taskOpts{ns: "other"}))
 	})
 
 	t.Run("TaskUpdateWritesMutableFields", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		orig := taskFixture("01A", taskOpts{})
 		insertTasks(t, s, orig)
@@ -84,12 +87,12 @@ func testTasks(t *testing.T, open Opener) {
 		// Immutable fields given to an update are not written.
 		sneaky := leased
 		sneaky.Title, sneaky.Queue, sneaky.Priority, sneaky.CreatedBy = "changed", "other", 99, "someone"
-		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(&sneaky) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, &sneaky) })
 		get := func() *tessera.Task {
 			t.Helper()
 			var got *tessera.Task
 			readTx(t, s, func(tx store.Tx) (err error) {
-				got, err = tx.TaskGet("main", "01A")
+				got, err = tx.TaskGet(ctx, "main", "01A")
 				return err
 			})
 			return got
@@ -105,29 +108,31 @@ func testTasks(t *testing.T, open Opener) {
 		done.Result, done.Progress, done.Error = nil, nil, ""
 		done.CancelRequested = false
 		done.UpdatedAt = at(time.Minute)
-		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(&done) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, &done) })
 		if got := get(); !reflect.DeepEqual(got, &done) {
 			t.Errorf("after ending update:\n got %+v\nwant %+v", got, &done)
 		}
 	})
 
 	t.Run("TaskMissingIsNotFound", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, taskFixture("01A", taskOpts{ns: "a"}))
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.TaskGet("a", "01B")
+			_, err := tx.TaskGet(ctx, "a", "01B")
 			wantErr(t, "get of a missing id", err, store.ErrNotFound)
-			_, err = tx.TaskGet("b", "01A")
+			_, err = tx.TaskGet(ctx, "b", "01A")
 			wantErr(t, "get from another namespace", err, store.ErrNotFound)
-			_, err = tx.TaskNextReady("a", "empty", epoch)
+			_, err = tx.TaskNextReady(ctx, "a", "empty", epoch)
 			wantErr(t, "next ready of an empty queue", err, store.ErrNotFound)
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskUpdate(taskFixture("01A", taskOpts{ns: "b"})) })
+		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskUpdate(ctx, taskFixture("01A", taskOpts{ns: "b"})) })
 		wantErr(t, "update in another namespace", err, store.ErrNotFound)
 	})
 
 	t.Run("TaskNextReadyOrder", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		q := taskOpts{queue: "q"}
 		with := func(o taskOpts, f func(*taskOpts)) taskOpts { f(&o); return o }
@@ -153,13 +158,13 @@ func testTasks(t *testing.T, open Opener) {
 		for range 20 {
 			var next *tessera.Task
 			err := s.Update(t.Context(), func(tx store.Tx) (err error) {
-				if next, err = tx.TaskNextReady("main", "q", epoch); err != nil {
+				if next, err = tx.TaskNextReady(ctx, "main", "q", epoch); err != nil {
 					return err
 				}
 				next.State = tessera.StateLeased
 				next.Lease = leaseFixture(at(time.Hour))
 				next.Lease.TaskID = next.ID
-				return tx.TaskUpdate(next)
+				return tx.TaskUpdate(ctx, next)
 			})
 			if errors.Is(err, store.ErrNotFound) {
 				break
@@ -175,7 +180,7 @@ func testTasks(t *testing.T, open Opener) {
 			t.Fatalf("claim order = %v, want %v", order, want)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.TaskNextReady("main", "q", at(time.Millisecond))
+			got, err := tx.TaskNextReady(ctx, "main", "q", at(time.Millisecond))
 			if err != nil {
 				return err
 			}
@@ -190,6 +195,7 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("TaskLapsed", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		leased := func(id string, o taskOpts, exp time.Time) *tessera.Task {
 			o.state, o.lease = tessera.StateLeased, leaseFixture(exp)
@@ -205,7 +211,7 @@ func testTasks(t *testing.T, open Opener) {
 			taskFixture("01F", taskOpts{queue: "q", runAt: at(-time.Hour)}),
 		)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.TaskLapsed("main", "q", epoch, 10)
+			got, err := tx.TaskLapsed(ctx, "main", "q", epoch, 10)
 			if err != nil {
 				return err
 			}
@@ -219,14 +225,14 @@ func testTasks(t *testing.T, open Opener) {
 					t.Errorf("lapsed task %s comes without its lease: %+v", task.ID, task.Lease)
 				}
 			}
-			one, err := tx.TaskLapsed("main", "q", epoch, 1)
+			one, err := tx.TaskLapsed(ctx, "main", "q", epoch, 1)
 			if err != nil {
 				return err
 			}
 			if len(one) != 1 {
 				t.Errorf("lapsed with limit 1 returned %d tasks", len(one))
 			}
-			none, err := tx.TaskLapsed("main", "q", at(-2*time.Minute), 10)
+			none, err := tx.TaskLapsed(ctx, "main", "q", at(-2*time.Minute), 10)
 			if err != nil {
 				return err
 			}
@@ -238,6 +244,7 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("TaskCounts", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s,
 			taskFixture("01A", taskOpts{queue: "a"}),
@@ -255,7 +262,7 @@ func testTasks(t *testing.T, open Opener) {
 			t.Helper()
 			out := map[string]map[string]int{}
 			readTx(t, s, func(tx store.Tx) error {
-				qc, err := tx.TaskCounts("main", now)
+				qc, err := tx.TaskCounts(ctx, "main", now)
 				if err != nil {
 					return err
 				}
@@ -286,7 +293,7 @@ func testTasks(t *testing.T, open Opener) {
 			t.Errorf("counts two hours later = %v, want %v", got, want)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			qc, err := tx.TaskCounts("never-written", epoch)
+			qc, err := tx.TaskCounts(ctx, "never-written", epoch)
 			if err != nil {
 				return err
 			}
@@ -298,6 +305,7 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("TaskList", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s,
 			taskFixture("01A", taskOpts{queue: "q1", labels: []string{"red"}}),
@@ -338,7 +346,7 @@ func testTasks(t *testing.T, open Opener) {
 				f.Now = epoch
 			}
 			readTx(t, s, func(tx store.Tx) error {
-				got, err := tx.TaskList("main", f)
+				got, err := tx.TaskList(ctx, "main", f)
 				if err != nil {
 					return err
 				}
@@ -349,7 +357,7 @@ func testTasks(t *testing.T, open Opener) {
 			})
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.TaskList("main", store.TaskFilter{Queue: "q2", Limit: 1, Now: epoch})
+			got, err := tx.TaskList(ctx, "main", store.TaskFilter{Queue: "q2", Limit: 1, Now: epoch})
 			if err != nil {
 				return err
 			}
@@ -361,6 +369,7 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("Runs", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, taskFixture("01A", taskOpts{}), taskFixture("01B", taskOpts{}))
 		r1 := &tessera.Run{ID: "01R1", TaskID: "01A", Holder: "p-w1", Attempt: 1, StartedAt: epoch}
@@ -369,7 +378,7 @@ func testTasks(t *testing.T, open Opener) {
 		writeTx(t, s, func(tx store.Tx) error {
 			// Inserted out of order: runs list by run id.
 			for _, r := range []*tessera.Run{r2, r1, rOther} {
-				if err := tx.RunInsert("main", r); err != nil {
+				if err := tx.RunInsert(ctx, "main", r); err != nil {
 					return err
 				}
 			}
@@ -380,16 +389,16 @@ func testTasks(t *testing.T, open Opener) {
 		// RunEnd writes the ending only.
 		end := ended
 		end.Holder, end.Attempt = "someone else", 7
-		writeTx(t, s, func(tx store.Tx) error { return tx.RunEnd("main", &end) })
+		writeTx(t, s, func(tx store.Tx) error { return tx.RunEnd(ctx, "main", &end) })
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.RunList("main", "01A")
+			got, err := tx.RunList(ctx, "main", "01A")
 			if err != nil {
 				return err
 			}
 			if want := []tessera.Run{ended, *r2}; !reflect.DeepEqual(got, want) {
 				t.Errorf("runs of 01A:\n got %+v\nwant %+v", got, want)
 			}
-			none, err := tx.RunList("elsewhere", "01A")
+			none, err := tx.RunList(ctx, "elsewhere", "01A")
 			if err != nil {
 				return err
 			}
@@ -399,14 +408,15 @@ func testTasks(t *testing.T, open Opener) {
 			return nil
 		})
 		err := s.Update(t.Context(), func(tx store.Tx) error {
-			return tx.RunEnd("main", &tessera.Run{ID: "01NONE", TaskID: "01A", EndedAt: ptr(epoch), Outcome: tessera.OutcomeLapsed})
+			return tx.RunEnd(ctx, "main", &tessera.Run{ID: "01NONE", TaskID: "01A", EndedAt: ptr(epoch), Outcome: tessera.OutcomeLapsed})
 		})
 		wantErr(t, "end of a missing run", err, store.ErrNotFound)
-		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.RunInsert("main", r1) })
+		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.RunInsert(ctx, "main", r1) })
 		wantErr(t, "second insert of a run", err, store.ErrConflict)
 	})
 
 	t.Run("TaskEventSequencePerTask", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		type appended struct {
 			ns, task string
@@ -418,7 +428,7 @@ func testTasks(t *testing.T, open Opener) {
 		} {
 			writeTx(t, s, func(tx store.Tx) error {
 				e := &tessera.TaskEvent{Kind: tessera.EventNote, Body: "note", By: "p", Time: epoch.Add(time.Duration(i) * time.Second)}
-				if err := tx.TaskEventAppend(a.ns, a.task, e); err != nil {
+				if err := tx.TaskEventAppend(ctx, a.ns, a.task, e); err != nil {
 					return err
 				}
 				got = append(got, appended{a.ns, a.task, e.Seq})
@@ -435,7 +445,7 @@ func testTasks(t *testing.T, open Opener) {
 		writeTx(t, s, func(tx store.Tx) error {
 			for want := int64(4); want <= 5; want++ {
 				e := &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: "p", Time: epoch}
-				if err := tx.TaskEventAppend("main", "01A", e); err != nil {
+				if err := tx.TaskEventAppend(ctx, "main", "01A", e); err != nil {
 					return err
 				}
 				if e.Seq != want {
@@ -445,7 +455,7 @@ func testTasks(t *testing.T, open Opener) {
 			return nil
 		})
 		readTx(t, s, func(tx store.Tx) error {
-			evs, err := tx.TaskEventList("main", "01A", 1, 2)
+			evs, err := tx.TaskEventList(ctx, "main", "01A", 1, 2)
 			if err != nil {
 				return err
 			}
@@ -456,14 +466,14 @@ func testTasks(t *testing.T, open Opener) {
 			if !reflect.DeepEqual(evs, want) {
 				t.Errorf("events after 1, limit 2:\n got %+v\nwant %+v", evs, want)
 			}
-			rest, err := tx.TaskEventList("main", "01A", 3, 100)
+			rest, err := tx.TaskEventList(ctx, "main", "01A", 3, 100)
 			if err != nil {
 				return err
 			}
 			if len(rest) != 2 || rest[0].Seq != 4 || rest[1].Seq != 5 || rest[0].Body != "" {
 				t.Errorf("events after 3 = %+v", rest)
 			}
-			none, err := tx.TaskEventList("main", "01A", 5, 100)
+			none, err := tx.TaskEventList(ctx, "main", "01A", 5, 100)
 			if err != nil {
 				return err
 			}
@@ -475,28 +485,29 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("UpdateErrorRollsBackEverything", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, taskFixture("01KEEP", taskOpts{}))
 		boom := errors.New("boom")
 		err := s.Update(t.Context(), func(tx store.Tx) error {
 			steps := []func() error{
-				func() error { return tx.TaskInsert(taskFixture("01NEW", taskOpts{})) },
+				func() error { return tx.TaskInsert(ctx, taskFixture("01NEW", taskOpts{})) },
 				func() error {
 					keep := taskFixture("01KEEP", taskOpts{state: tessera.StateDead})
-					return tx.TaskUpdate(keep)
+					return tx.TaskUpdate(ctx, keep)
 				},
 				func() error {
-					return tx.RunInsert("main", &tessera.Run{ID: "01R", TaskID: "01KEEP", Holder: "p", Attempt: 1, StartedAt: epoch})
+					return tx.RunInsert(ctx, "main", &tessera.Run{ID: "01R", TaskID: "01KEEP", Holder: "p", Attempt: 1, StartedAt: epoch})
 				},
 				func() error {
-					return tx.TaskEventAppend("main", "01KEEP", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
+					return tx.TaskEventAppend(ctx, "main", "01KEEP", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
 				},
 				func() error {
-					return tx.PrincipalCreate(&tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
+					return tx.PrincipalCreate(ctx, &tessera.Principal{ID: "p1", Kind: tessera.KindUser, CreatedAt: epoch})
 				},
-				func() error { _, err := tx.NamespaceEnsure("fresh", epoch); return err },
+				func() error { _, err := tx.NamespaceEnsure(ctx, "fresh", epoch); return err },
 				func() error {
-					return tx.IdempotencyPut(&store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "r", Key: "k",
+					return tx.IdempotencyPut(ctx, &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "r", Key: "k",
 						RequestHash: []byte{1}, Response: []byte("{}"), CreatedAt: epoch})
 				},
 			}
@@ -511,25 +522,25 @@ func testTasks(t *testing.T, open Opener) {
 			t.Fatalf("Update returned %v, want fn's error", err)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			if _, err := tx.TaskGet("main", "01NEW"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.TaskGet(ctx, "main", "01NEW"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("inserted task survived the rollback: %v", err)
 			}
-			if keep, err := tx.TaskGet("main", "01KEEP"); err != nil || keep.State != tessera.StateReady {
+			if keep, err := tx.TaskGet(ctx, "main", "01KEEP"); err != nil || keep.State != tessera.StateReady {
 				t.Errorf("updated task after rollback: %+v, %v", keep, err)
 			}
-			if runs, err := tx.RunList("main", "01KEEP"); err != nil || len(runs) != 0 {
+			if runs, err := tx.RunList(ctx, "main", "01KEEP"); err != nil || len(runs) != 0 {
 				t.Errorf("runs after rollback: %+v, %v", runs, err)
 			}
-			if evs, err := tx.TaskEventList("main", "01KEEP", 0, 10); err != nil || len(evs) != 0 {
+			if evs, err := tx.TaskEventList(ctx, "main", "01KEEP", 0, 10); err != nil || len(evs) != 0 {
 				t.Errorf("events after rollback: %+v, %v", evs, err)
 			}
-			if any, err := tx.PrincipalAny(); err != nil || any {
+			if any, err := tx.PrincipalAny(ctx); err != nil || any {
 				t.Errorf("principal survived the rollback: %v, %v", any, err)
 			}
-			if nss, err := tx.NamespaceList(); err != nil || len(nss) != 0 {
+			if nss, err := tx.NamespaceList(ctx); err != nil || len(nss) != 0 {
 				t.Errorf("namespaces after rollback: %+v, %v", nss, err)
 			}
-			if _, err := tx.IdempotencyGet("main", "p1", "r", "k"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.IdempotencyGet(ctx, "main", "p1", "r", "k"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("idempotency entry survived the rollback: %v", err)
 			}
 			return nil
@@ -537,7 +548,7 @@ func testTasks(t *testing.T, open Opener) {
 		// The sequence of a rolled-back event is handed out again.
 		writeTx(t, s, func(tx store.Tx) error {
 			e := &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch}
-			if err := tx.TaskEventAppend("main", "01KEEP", e); err != nil {
+			if err := tx.TaskEventAppend(ctx, "main", "01KEEP", e); err != nil {
 				return err
 			}
 			if e.Seq != 1 {
@@ -548,6 +559,7 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("UpdatePanicRollsBack", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
 		func() {
 			defer func() {
@@ -556,14 +568,14 @@ func testTasks(t *testing.T, open Opener) {
 				}
 			}()
 			_ = s.Update(t.Context(), func(tx store.Tx) error {
-				if err := tx.TaskInsert(taskFixture("01P", taskOpts{})); err != nil {
+				if err := tx.TaskInsert(ctx, taskFixture("01P", taskOpts{})); err != nil {
 					return err
 				}
 				panic("in the middle of a transaction")
 			})
 		}()
 		readTx(t, s, func(tx store.Tx) error {
-			if _, err := tx.TaskGet("main", "01P"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.TaskGet(ctx, "main", "01P"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("task inserted before a panic survived: %v", err)
 			}
 			return nil
@@ -573,13 +585,14 @@ func testTasks(t *testing.T, open Opener) {
 	})
 
 	t.Run("ViewIsReadOnly", func(t *testing.T) {
+		ctx := t.Context()
 		s := open(t)
-		err := s.View(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(taskFixture("01V", taskOpts{})) })
+		err := s.View(t.Context(), func(tx store.Tx) error { return tx.TaskInsert(ctx, taskFixture("01V", taskOpts{})) })
 		if err == nil {
 			t.Errorf("an insert inside View succeeded")
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			if _, err := tx.TaskGet("main", "01V"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.TaskGet(ctx, "main", "01V"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("a write inside View is visible: %v", err)
 			}
 			return nil
@@ -593,7 +606,7 @@ func testTasks(t *testing.T, open Opener) {
 		done := make(chan error, 1)
 		go func() {
 			done <- s.Update(context.Background(), func(tx store.Tx) error {
-				if err := tx.TaskInsert(taskFixture("01U", taskOpts{})); err != nil {
+				if err := tx.TaskInsert(context.Background(), taskFixture("01U", taskOpts{})); err != nil {
 					return err
 				}
 				close(inserted)
@@ -608,7 +621,7 @@ func testTasks(t *testing.T, open Opener) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		err := s.View(ctx, func(tx store.Tx) error {
-			_, err := tx.TaskGet("main", "01U")
+			_, err := tx.TaskGet(ctx, "main", "01U")
 			return err
 		})
 		cancel()
@@ -620,7 +633,7 @@ func testTasks(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.TaskGet("main", "01U")
+			_, err := tx.TaskGet(ctx, "main", "01U")
 			return err
 		})
 	})

@@ -82,6 +82,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	default:
 		a.Store, a.closeStore = db, db.Close
+		// From here the day's totals are the deployment's, kept in the
+		// store; the file only caches them.
+		if err := m.Attach(ctx, db); err != nil {
+			db.Close()
+			return nil, err
+		}
 		if a.CreatedKey, err = core.Bootstrap(ctx, db, o.Clock, o.AdminKey); err != nil {
 			db.Close()
 			return nil, err
@@ -97,21 +103,24 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	// The day's totals are saved every few seconds and at Close, so they
-	// survive a restart; a crash forgets at most that much counting.
+	// This node's rows reach the shared totals every few seconds and at
+	// Close; a crash forgets at most that much counting.
 	persistCtx, cancel := context.WithCancel(context.Background())
 	persisted := make(chan struct{})
-	go func() { m.Persist(persistCtx, 2*time.Second); close(persisted) }()
+	go func() {
+		m.Persist(persistCtx, 2*time.Second, func(err error) { o.Log.Warn("meter totals not synced; kept for the next sync", "err", err) })
+		close(persisted)
+	}()
 	a.stopMeter = func() { cancel(); <-persisted }
 	return a, nil
 }
 
-// Close stops the core (ending long-polls, writing buffered counters), saves
+// Close stops the core (ending long-polls, writing buffered counters), syncs
 // the meter and closes the store.
 func (a *App) Close() error {
 	if a.Core != nil {
 		a.Core.Close()
 	}
 	a.stopMeter()
-	return errors.Join(a.Meter.Save(), a.closeStore())
+	return errors.Join(a.Meter.Sync(context.Background()), a.closeStore())
 }

@@ -43,7 +43,7 @@ func checkPrincipalFields(kind, account, display *string) error {
 
 // CreatePrincipal creates a principal (admin).
 func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p PrincipalParams) (*tessera.Principal, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActPrincipalNew)
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +66,10 @@ type PrincipalPatch struct {
 	DisplayName *string `json:"display_name,omitempty"`
 }
 
-// UpdatePrincipal changes a principal (admin). Its cached keys are dropped,
-// so the change takes effect on the next request.
+// UpdatePrincipal changes a principal (admin). Its cached keys are dropped
+// on every node, so the change takes effect on the next request.
 func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string, p PrincipalPatch) (*tessera.Principal, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActPrincipalEdit)
 	if err != nil {
 		return nil, err
 	}
@@ -95,12 +95,13 @@ func (s *Service) UpdatePrincipal(ctx context.Context, a *auth.Actor, id string,
 		if p.DisplayName != nil {
 			pr.DisplayName = *p.DisplayName
 		}
+		// Every node drops the principal's cached keys once this commits.
+		tx.Notify(ctx, principalTopic(id))
 		return tx.PrincipalUpdate(ctx, pr)
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.auth.ForgetPrincipal(id)
 	return pr, nil
 }
 
@@ -112,7 +113,7 @@ type PrincipalPage struct {
 
 // ListPrincipals lists principals by id (admin).
 func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor string, limit int) (*PrincipalPage, error) {
-	a, after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	a, after, limit, err := s.adminPage(ctx, a, ActPrincipalList, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -130,23 +131,14 @@ func (s *Service) ListPrincipals(ctx context.Context, a *auth.Actor, cursor stri
 	return page, err
 }
 
-func (s *Service) adminPage(ctx context.Context, a *auth.Actor, cursor string, limit int) (*auth.Actor, string, int, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+func (s *Service) adminPage(ctx context.Context, a *auth.Actor, op, cursor string, limit int) (*auth.Actor, string, int, error) {
+	a, err := s.authorize(ctx, a, "", op)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	if limit == 0 {
-		limit = DefaultListSize
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return nil, "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
-	}
-	if cursor == "" {
-		return a, "", limit, nil
-	}
-	after, err := decodeCursor(cursor)
+	after, limit, err := pageParams(cursor, limit)
 	if err != nil {
-		return nil, "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
+		return nil, "", 0, err
 	}
 	return a, after, limit, nil
 }
@@ -178,7 +170,7 @@ func checkScopes(scopes []string) error {
 
 // CreateKey mints a key for a principal (admin).
 func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*NewKey, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActKeyNew)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +221,7 @@ type KeyPage struct {
 
 // ListKeys lists keys by id (admin).
 func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, limit int) (*KeyPage, error) {
-	a, after, limit, err := s.adminPage(ctx, a, cursor, limit)
+	a, after, limit, err := s.adminPage(ctx, a, ActKeyList, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -247,39 +239,51 @@ func (s *Service) ListKeys(ctx context.Context, a *auth.Actor, cursor string, li
 	return page, err
 }
 
-// RevokeKey revokes a key (admin); this node stops accepting it at once.
+// RevokeKey revokes a key (admin); every node stops accepting it at once.
 func (s *Service) RevokeKey(ctx context.Context, a *auth.Actor, id string) error {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActKeyRevoke)
 	if err != nil {
 		return err
 	}
-	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyRevoke, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	return s.audited(ctx, a, tessera.MainNamespace, ActKeyRevoke, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Status = id, 204
-		return notFound(tx.KeyRevoke(ctx, id, s.clock.Now()), "key", id)
+		// Every node stops accepting the key once this commits, not only
+		// when its cache entry runs out.
+		tx.Notify(ctx, keyTopic(id))
+		return notFound(tx.KeyRevoke(ctx, id, ev.Time), "key", id)
 	})
-	s.auth.ForgetKey(id)
-	return err
 }
 
-// ListNamespaces lists the namespaces that have been written to (admin).
-func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor) ([]store.Namespace, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+// NamespacePage is one page of namespaces, by name.
+type NamespacePage struct {
+	Namespaces []store.Namespace `json:"namespaces"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}
+
+// ListNamespaces lists the namespaces that have been written to, by name
+// (admin).
+func (s *Service) ListNamespaces(ctx context.Context, a *auth.Actor, cursor string, limit int) (*NamespacePage, error) {
+	a, after, limit, err := s.adminPage(ctx, a, ActNamespaceList, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := []store.Namespace{}
+	page := &NamespacePage{Namespaces: []store.Namespace{}}
 	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActNamespaceList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "namespaces"
-		ns, err := tx.NamespaceList(ctx)
-		out = append(out, ns...)
+		ns, err := tx.NamespaceList(ctx, after, limit+1)
+		if len(ns) > limit {
+			ns = ns[:limit]
+			page.NextCursor = encodeCursor(ns[limit-1].Name)
+		}
+		page.Namespaces = append(page.Namespaces, ns...)
 		return err
 	})
-	return out, err
+	return page, err
 }
 
 // StorageToday returns today's metered rows (admin).
 func (s *Service) StorageToday(ctx context.Context, a *auth.Actor) (*meter.Totals, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActStorage)
 	if err != nil {
 		return nil, err
 	}
@@ -297,14 +301,14 @@ func (s *Service) StorageToday(ctx context.Context, a *auth.Actor) (*meter.Total
 // refuses writes: its audit event is written when storage accepts it, and
 // counted when storage still refuses.
 func (s *Service) SetAllowance(ctx context.Context, a *auth.Actor, allowance meter.Allowance) (*meter.Totals, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActAllowance)
 	if err != nil {
 		return nil, err
 	}
 	if allowance.RowsWrittenPerDay < 0 || allowance.RowsReadPerDay < 0 {
 		return nil, tessera.Invalid("rows_written_per_day", "allowances are ≥ 0 (0 = unlimited)")
 	}
-	if err := s.meter.SetAllowance(allowance); err != nil {
+	if err := s.meter.SetAllowance(ctx, allowance); err != nil {
 		return nil, err
 	}
 	err = s.audited(ctx, a, tessera.MainNamespace, ActAllowance, func(tx store.Tx, ev *tessera.AuditEvent) error {

@@ -155,21 +155,30 @@ func (s *Service) auditedRead(ctx context.Context, a *auth.Actor, ns, action str
 }
 
 func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, creates bool, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
-	now := s.clock.Now()
-	ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
-		KeyID: a.Key.ID, Action: action, Status: 200}
-	var salt *daySalt
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	var (
+		ev        *tessera.AuditEvent
+		salt      *daySalt
+		pairAdded bool
+	)
+	// The function may run again after a lost race (store.ErrRetry), so
+	// the event, its id and the one now of the transaction are made inside.
+	err := s.store.Update(ctx, func(tx store.Tx) (err error) {
+		now := s.clock.Now()
+		ev = &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
+			KeyID: a.Key.ID, Action: action, Status: 200}
+		salt, pairAdded = nil, false
 		if creates {
-			if err := s.ensureNamespace(ctx, tx, ns); err != nil {
+			if err := s.ensureNamespace(ctx, tx, ns, now); err != nil {
 				return err
 			}
 		}
 		if err := fn(tx, ev); err != nil || ev.Action == "" {
 			return err
 		}
-		var err error
 		if ev.IPHash, salt, err = s.ipHash(ctx, tx, now); err != nil {
+			return err
+		}
+		if pairAdded, err = s.notePair(ctx, tx, a.Principal.ID, ns); err != nil {
 			return err
 		}
 		return tx.AuditInsert(ctx, ev)
@@ -185,10 +194,13 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	if creates {
 		s.markKnown(ns)
 	}
+	if pairAdded {
+		s.markPair(a.Principal.ID, ns)
+	}
 	// Observations follow audited actions; a no-op (an empty claim) is
 	// counted, and an idle worker polling all day costs no profile writes.
 	if ev.Action != "" {
-		s.observe(ctx, a, ns, now)
+		s.observe(ctx, a, ns, ev.Time)
 	}
 	return nil
 }
@@ -229,7 +241,25 @@ func (s *Service) FlushCounters(ctx context.Context, all bool) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	err := s.store.Update(ctx, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, batch) })
+	var added [][2]string
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		added = added[:0]
+		for _, c := range batch {
+			wrote, err := s.notePair(ctx, tx, c.PrincipalID, c.Namespace)
+			if err != nil {
+				return err
+			}
+			if wrote {
+				added = append(added, [2]string{c.PrincipalID, c.Namespace})
+			}
+		}
+		return tx.AuditCountersAdd(ctx, batch)
+	})
+	for _, p := range added {
+		if err == nil {
+			s.markPair(p[0], p[1])
+		}
+	}
 	if err != nil {
 		s.audit.mu.Lock()
 		for _, c := range batch {
@@ -325,7 +355,7 @@ func (s *Service) MyAudit(ctx context.Context, a *auth.Actor, q AuditQuery) (*Au
 
 // AdminAudit returns everyone's events and counters of the last 24 h.
 func (s *Service) AdminAudit(ctx context.Context, a *auth.Actor, q AuditQuery) (*AuditPage, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActAdminAudit)
 	if err != nil {
 		return nil, err
 	}

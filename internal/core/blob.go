@@ -58,8 +58,8 @@ func (s *Service) blobLock(ns, sum string) int {
 
 // blobWriter is the check every blob write step starts with: the write
 // scope on ns, and a byte store to write to.
-func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns string) (*auth.Actor, *blobfs.FS, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns, op string) (*auth.Actor, *blobfs.FS, error) {
+	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,12 +168,11 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 	if err != nil {
 		return nil, err
 	}
-	if a, _, err = s.blobWriter(ctx, a, ns); err != nil {
+	if a, _, err = s.blobWriter(ctx, a, ns, ActBlobDeclare); err != nil {
 		return nil, err
 	}
 	var out BlobDeclared
-	err = s.update(ctx, ns, func(tx store.Tx) error {
-		now := s.clock.Now()
+	err = s.update(ctx, ns, func(tx store.Tx, now time.Time) error {
 		u := tessera.Upload{Namespace: ns, ID: tessera.NewID(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
 			PrincipalID: a.Principal.ID, CreatedAt: now}
 		if p.LeaseToken != "" {
@@ -269,7 +268,7 @@ type UploadReceived struct {
 // to the byte store, at most MaxBlobBytes of them, hashing on the way. A
 // repeat replaces the bytes sent before. It writes no metadata.
 func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, body io.Reader) (*UploadReceived, error) {
-	a, fs, err := s.blobWriter(ctx, a, ns)
+	a, fs, err := s.blobWriter(ctx, a, ns, ActBlobUpload)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +305,7 @@ func blobInfo(b *tessera.Blob) *BlobInfo { return &BlobInfo{Ref: b.Ref(), Blob: 
 // declared, so the commit can be retried; the sweep removes such bytes
 // once the upload expires.
 func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey string) (*BlobInfo, error) {
-	a, fs, err := s.blobWriter(ctx, a, ns)
+	a, fs, err := s.blobWriter(ctx, a, ns, ActBlobCommit)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +402,7 @@ var errFirstTime = errors.New("not done before")
 // readableBlob returns a blob's metadata if the caller may read it. A blob
 // the policy hides is not found, exactly like a missing one.
 func (s *Service) readableBlob(ctx context.Context, a *auth.Actor, ns, sum, action string) (*tessera.Blob, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	a, err := s.authorize(ctx, a, ns, action)
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +542,7 @@ type NamespaceSettingsParams struct {
 
 // PutNamespaceSettings sets a namespace's settings (admin).
 func (s *Service) PutNamespaceSettings(ctx context.Context, a *auth.Actor, ns string, p NamespaceSettingsParams) (*tessera.NamespaceSettings, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActNamespaceSet)
 	if err != nil {
 		return nil, err
 	}
@@ -567,7 +566,7 @@ func (s *Service) PutNamespaceSettings(ctx context.Context, a *auth.Actor, ns st
 // GetNamespaceSettings returns a namespace's settings, the defaults if none
 // were set (admin).
 func (s *Service) GetNamespaceSettings(ctx context.Context, a *auth.Actor, ns string) (*tessera.NamespaceSettings, error) {
-	a, err := s.authorize(ctx, a, "", tessera.ActionAdmin)
+	a, err := s.authorize(ctx, a, "", ActNamespaceGet)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 	if p.WaitSeconds < 0 || p.WaitSeconds > MaxClaimWait {
 		return nil, tessera.Invalid("wait_seconds", "wait_seconds must be 0–%d", MaxClaimWait)
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+	if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
 		return nil, err
 	}
 	release, err := s.admission.admit(ctx, a.Key.ID)
@@ -89,7 +89,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 	for {
 		// Checked again after admission and after every wait (§4): a key
 		// revoked while it waited gets 401 and the task stays ready.
-		if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+		if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
 			return nil, err
 		}
 		woken, unsubscribe := s.signals.subscribe(topic)
@@ -130,50 +130,63 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
 	var out *Claimed
 	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
-		ev.Action = "" // until a task is granted: lapses alone are no event
-		now := s.clock.Now()
-		lapsed, err := tx.TaskLapsed(ctx, ns, queue, now, lapseBatch)
-		if err != nil {
+		ev.Action, out = "", nil // until a task is granted: lapses alone are no event
+		now := ev.Time
+		if err := s.lapse(ctx, tx, ns, queue, now); err != nil {
 			return err
 		}
-		for i := range lapsed {
-			if err := s.endLease(ctx, tx, &lapsed[i], now, tessera.OutcomeLapsed, "lease expired", nil); err != nil {
+		if s.meter.WriteRefusal() != nil {
+			// The claim is a write, refused while the allowance is spent;
+			// reads are not, and an empty queue still answers empty.
+			ready, err := tx.TaskOldestReady(ctx, ns, []string{queue}, now, store.AllTasks)
+			if err != nil || len(ready) == 0 {
 				return err
 			}
 		}
-		task, err := tx.TaskNextReady(ctx, ns, queue, now)
+		secret := tessera.RandomToken(24)
+		run := tessera.NewID(now)
+		task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: tessera.Lease{
+			RunID: run, Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls,
+			TokenHash: hashToken(secret)}})
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		token := newLeaseToken(task.ID)
-		run := &tessera.Run{ID: tessera.NewID(now), TaskID: task.ID, Holder: a.Principal.ID, Attempt: task.Attempts + 1, StartedAt: now}
-		task.Attempts++
-		task.State = tessera.StateLeased
-		task.UpdatedAt = now
-		task.Lease = &tessera.Lease{TaskID: task.ID, RunID: run.ID, Holder: a.Principal.ID,
-			ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls, TokenHash: hashToken(token)}
-		if err := tx.TaskUpdate(ctx, task); err != nil {
-			return err
-		}
-		if err := tx.RunInsert(ctx, ns, run); err != nil {
-			return err
-		}
 		lease := *task.Lease
-		lease.Token = token
+		lease.Token = leaseToken(task.ID, secret)
 		out = &Claimed{Lease: &lease, Task: task}
-		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run.ID, task.Public
+		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run, task.Public
 		return nil
 	})
 	return out, err
 }
 
-// endLease ends the task's current run with outcome and moves the task on:
-// a requested cancel wins; success ends it; a release gives back the attempt;
-// a failure or lapse backs off, or kills the task when attempts are spent.
+// lapse ends, inside tx, the leases of a queue that expired by now (at
+// most lapseBatch, found through the lease index), so their tasks become
+// claimable again or die. A lease someone else ended meanwhile is skipped.
+func (s *Service) lapse(ctx context.Context, tx store.Tx, ns, queue string, now time.Time) error {
+	lapsed, err := tx.TaskLapsed(ctx, ns, queue, now, lapseBatch)
+	if err != nil {
+		return err
+	}
+	for i := range lapsed {
+		err := s.endLease(ctx, tx, &lapsed[i], now, tessera.OutcomeLapsed, "lease expired", nil)
+		if err != nil && !errors.Is(err, store.ErrStale) {
+			return err
+		}
+	}
+	return nil
+}
+
+// endLease ends the task's current run with outcome and moves the task on,
+// written over the version the task was read at: a requested cancel wins;
+// success ends it; a release gives back the attempt; a failure or lapse
+// backs off, or kills the task when attempts are spent. The holder hears
+// of a lapse, and a task that became claimable wakes its queue's claims.
 func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	before := task.Copy()
 	run := &tessera.Run{ID: task.Lease.RunID, TaskID: task.ID, EndedAt: &now, Outcome: outcome, Error: errMsg}
 	switch {
 	case task.CancelRequested:
@@ -189,16 +202,23 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 		task.State = tessera.StateReady
 		task.RunAt = now.Add(jitter(tessera.Backoff(task.Attempts))).Truncate(time.Millisecond)
 	}
-	if outcome == tessera.OutcomeLapsed {
-		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
-			return err
-		}
+	if tessera.Terminal(task.State) {
+		task.FinishedAt = &now
 	}
 	task.Result, task.Error = nullToNil(result), errMsg
 	task.Lease = nil
 	task.UpdatedAt = now
-	if err := tx.TaskUpdate(ctx, task); err != nil {
+	if err := tx.TaskUpdate(ctx, before, task); err != nil {
 		return err
+	}
+	if outcome == tessera.OutcomeLapsed {
+		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
+			return err
+		}
+		tx.Notify(ctx, taskTopic(task.Namespace, task.ID))
+	}
+	if task.State == tessera.StateReady && !task.RunAt.After(now) {
+		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
 	}
 	return tx.RunEnd(ctx, task.Namespace, run)
 }
@@ -220,8 +240,7 @@ func holdLease(ctx context.Context, tx store.Tx, ns, id, token string, now time.
 	if err != nil {
 		return nil, notFound(err, "task", id)
 	}
-	if task.State != tessera.StateLeased || task.Lease == nil ||
-		subtle.ConstantTimeCompare(hashToken(token), task.Lease.TokenHash) != 1 {
+	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task.Lease.TokenHash) {
 		return nil, tessera.ErrLeaseLost
 	}
 	if !now.Before(task.Lease.ExpiresAt) {
@@ -238,13 +257,12 @@ func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, a
 		return tessera.ErrLeaseLost
 	}
 	err := s.audited(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
-		now := s.clock.Now()
-		task, err := holdLease(ctx, tx, ns, id, token, now)
+		task, err := holdLease(ctx, tx, ns, id, token, ev.Time)
 		if err != nil {
 			return err
 		}
 		ev.Target, ev.RunID = id, task.Lease.RunID
-		return fn(tx, task, now)
+		return fn(tx, task, ev.Time)
 	})
 	return s.noticeLapse(ctx, ns, token, err)
 }
@@ -270,14 +288,24 @@ func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) 
 	if err != nil {
 		return err
 	}
-	s.signals.fire(taskTopic(ns, id))
 	return tessera.ErrLeaseLost
 }
 
 // A lease token is "<task id>.<secret>": the task id lets a write that
 // carries only the token (a record or blob written under a lease) find its
-// task by primary key; only a hash of the whole token is stored.
-func newLeaseToken(taskID string) string { return taskID + "." + tessera.RandomToken(24) }
+// task by primary key. Only a hash of the secret is stored, so the claim
+// can write it in the same statement that picks the task.
+func leaseToken(taskID, secret string) string { return taskID + "." + secret }
+
+// tokenMatches reports whether token is the lease whose stored hash is
+// hash. Leases granted before the secret alone was hashed stored the hash
+// of the whole token; they are still recognized, so an upgrade does not
+// take live leases from their holders.
+func tokenMatches(token string, hash []byte) bool {
+	_, secret, _ := strings.Cut(token, ".")
+	return subtle.ConstantTimeCompare(hashToken(secret), hash) == 1 ||
+		subtle.ConstantTimeCompare(hashToken(token), hash) == 1
+}
 
 // leaseTaskID returns the task id a lease token names.
 func leaseTaskID(token string) (string, bool) {
@@ -325,7 +353,7 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 			return nil, err
 		}
 	}
-	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	a, err := s.authorize(ctx, a, ns, ActHeartbeat)
 	if err != nil {
 		return nil, err
 	}
@@ -336,6 +364,7 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 			out.State = tessera.StateCanceled
 			return s.endLease(ctx, tx, task, now, tessera.OutcomeCanceled, "canceled by request", nil)
 		}
+		before := task.Copy()
 		if p.LeaseSeconds != 0 {
 			task.Lease.Seconds = p.LeaseSeconds
 		}
@@ -345,7 +374,7 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 		expires := now.Add(time.Duration(task.Lease.Seconds) * time.Second)
 		task.Lease.ExpiresAt, task.UpdatedAt = expires, now
 		out.State, out.ExpiresAt = task.State, &expires
-		return tx.TaskUpdate(ctx, task)
+		return tx.TaskUpdate(ctx, before, task)
 	})
 	if err != nil {
 		return nil, err
@@ -372,7 +401,7 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 	if len(p.Error) > MaxErrorLen || !utf8.ValidString(p.Error) {
 		return nil, tessera.Invalid("error", "error is at most %d bytes", MaxErrorLen)
 	}
-	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	a, err := s.authorize(ctx, a, ns, ActSubmit)
 	if err != nil {
 		return nil, err
 	}
@@ -381,9 +410,9 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 	replayed := false
 	err = s.audited(ctx, a, ns, ActSubmit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
 		ev.Target = id
-		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: s.clock.Now()}
+		now := ev.Time
+		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: route, Key: idemKey, CreatedAt: now}
 		replayed, err = idempotent(ctx, tx, ev, e, p, &out, func() error {
-			now := s.clock.Now()
 			task, err := holdLease(ctx, tx, ns, id, p.LeaseToken, now)
 			if err != nil {
 				return err
@@ -413,7 +442,7 @@ type ReleaseParams struct {
 
 // Release gives a leased task back to its queue without using an attempt.
 func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p ReleaseParams) (*tessera.Task, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionClaim)
+	a, err := s.authorize(ctx, a, ns, ActRelease)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +454,6 @@ func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p R
 	if err != nil {
 		return nil, err
 	}
-	s.signals.fire(queueTopic(ns, out.Queue))
 	out.State = out.VisibleState(s.clock.Now())
 	return out, nil
 }
@@ -453,7 +481,7 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 	topic := taskTopic(ns, id)
 	for {
 		var err error
-		if a, err = s.authorize(ctx, a, ns, tessera.ActionClaim); err != nil {
+		if a, err = s.authorize(ctx, a, ns, ActClaimEvents); err != nil {
 			return nil, err
 		}
 		woken, unsubscribe := s.signals.subscribe(topic)

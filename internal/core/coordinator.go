@@ -57,9 +57,6 @@ func (s *signals) fire(name string) {
 	}
 }
 
-func queueTopic(ns, queue string) string { return "q\x00" + ns + "\x00" + queue }
-func taskTopic(ns, id string) string     { return "t\x00" + ns + "\x00" + id }
-
 // hints keeps the Retry-After advice of empty claims (§6): per key and
 // queue it doubles 5, 10, 20, 40, 60; a grant to the key or an enqueue to
 // the queue starts it over. Queue generations make the enqueue reset O(1).

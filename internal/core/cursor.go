@@ -3,6 +3,8 @@ package core
 import (
 	"encoding/base64"
 	"errors"
+
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // Cursors are opaque to clients: the position they hold (an id or a
@@ -21,4 +23,23 @@ func decodeCursor(c string) (string, error) {
 		return "", errors.New("malformed cursor")
 	}
 	return string(b), nil
+}
+
+// pageParams checks a listing's limit (0: the default) and decodes its
+// cursor: the one place every listing's page parameters are read.
+func pageParams(cursor string, limit int) (string, int, error) {
+	if limit == 0 {
+		limit = DefaultListSize
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
+	}
+	if cursor == "" {
+		return "", limit, nil
+	}
+	pos, err := decodeCursor(cursor)
+	if err != nil {
+		return "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
+	}
+	return pos, limit, nil
 }

@@ -31,7 +31,9 @@ func ValidIdempotencyKey(k string) bool {
 }
 
 // idempotent runs act inside tx unless the same principal already made this
-// request on this route with this key. A repeat with the same request
+// request on this route with this key. Of concurrent repeats exactly one
+// acts: the entry is inserted first-wins (store.Tx.IdempotencyPut), and a
+// loser's transaction runs again and finds the winner's answer. A repeat with the same request
 // replays the stored result into out without acting, and reports true; a
 // different request is idempotency_conflict. Only successes are
 // remembered: a failed attempt rolls back with its transaction, so the
@@ -67,7 +69,14 @@ func idempotent(ctx context.Context, tx store.Tx, ev *tessera.AuditEvent, e stor
 	if e.Response, err = json.Marshal(out); err != nil {
 		return false, fmt.Errorf("idempotency response: %w", err)
 	}
-	return false, tx.IdempotencyPut(ctx, &e)
+	stored, err := tx.IdempotencyPut(ctx, &e)
+	if err == nil && !stored {
+		// A concurrent repeat with this key committed first: this
+		// transaction's action must not stand. Run again, and replay
+		// the winner's answer.
+		return false, fmt.Errorf("idempotency key %q: %w", e.Key, store.ErrRetry)
+	}
+	return false, err
 }
 
 // countReplay counts an idempotent replay, which is no action.

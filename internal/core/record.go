@@ -88,7 +88,7 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 	if err != nil {
 		return nil, err
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionWrite); err != nil {
+	if a, err = s.authorize(ctx, a, ns, ActRecordWrite); err != nil {
 		return nil, err
 	}
 	var out tessera.Record
@@ -160,7 +160,7 @@ func (s *Service) GetRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 	if version < 0 {
 		return nil, tessera.Invalid("version", "version must be ≥ 1")
 	}
-	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	a, err := s.authorize(ctx, a, ns, ActRecordRead)
 	if err != nil {
 		return nil, err
 	}
@@ -202,37 +202,12 @@ type BucketPage struct {
 	NextCursor string           `json:"next_cursor,omitempty"`
 }
 
-// pageParams checks a listing's limit and decodes its cursor.
-func pageParams(cursor string, limit int) (string, int, error) {
-	if limit == 0 {
-		limit = DefaultListSize
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
-	}
-	if cursor == "" {
-		return "", limit, nil
-	}
-	pos, err := decodeCursor(cursor)
-	if err != nil {
-		return "", 0, tessera.Invalid("cursor", "cursor is not one this server issued")
-	}
-	return pos, limit, nil
-}
-
 // cutPage keeps at most limit records of recs (which holds up to limit+1)
-// and stops early once the page carries store.PageBytes of values (the
-// store stopped one row after that). It reports whether more records
-// follow.
+// and stops where the store stopped for the byte budget. It reports
+// whether more records follow.
 func cutPage(recs []tessera.Record, limit int) ([]tessera.Record, bool) {
-	size := 0
-	for i := range recs {
-		size += len(recs[i].Value)
-		if i+1 == limit || size >= store.PageBytes {
-			return recs[:i+1], len(recs) > i+1
-		}
-	}
-	return recs, false
+	n, more := store.CutPage(len(recs), limit, func(i int) int { return len(recs[i].Value) })
+	return recs[:n], more
 }
 
 // RecordVersions lists the versions of bucket/key, newest first.
@@ -250,7 +225,7 @@ func (s *Service) RecordVersions(ctx context.Context, a *auth.Actor, ns, bucket,
 			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
 		}
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	if a, err = s.authorize(ctx, a, ns, ActRecordHistory); err != nil {
 		return nil, err
 	}
 	page := &VersionPage{Versions: []tessera.Record{}}
@@ -289,7 +264,7 @@ func (s *Service) ListRecords(ctx context.Context, a *auth.Actor, ns, bucket, pr
 	if err != nil {
 		return nil, err
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	if a, err = s.authorize(ctx, a, ns, ActRecordList); err != nil {
 		return nil, err
 	}
 	page := &RecordPage{Records: []tessera.Record{}}
@@ -324,7 +299,7 @@ func (s *Service) PutBucket(ctx context.Context, a *auth.Actor, ns, name string,
 	if err := checkBucket(name); err != nil {
 		return nil, err
 	}
-	a, err := s.authorize(ctx, a, ns, tessera.ActionWrite)
+	a, err := s.authorize(ctx, a, ns, ActBucketPut)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +321,7 @@ func (s *Service) ListBuckets(ctx context.Context, a *auth.Actor, ns, cursor str
 	if err != nil {
 		return nil, err
 	}
-	if a, err = s.authorize(ctx, a, ns, tessera.ActionRead); err != nil {
+	if a, err = s.authorize(ctx, a, ns, ActBucketList); err != nil {
 		return nil, err
 	}
 	page := &BucketPage{Buckets: []tessera.Bucket{}}

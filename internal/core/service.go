@@ -57,6 +57,9 @@ type Service struct {
 
 	nsMu  sync.Mutex
 	known map[string]bool // namespaces known to exist in the store
+	// pairs are the principal + namespace pairs known to be recorded for
+	// audit reads by principal (store.AuditTx.PrincipalNamespaceAdd).
+	pairs map[string]bool
 	// identities is the namespace identity snapshot as last written.
 	identities map[string]tessera.NamespaceIdentity
 
@@ -78,12 +81,15 @@ func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clo
 		hints:      newHints(),
 		audit:      newAuditor(),
 		known:      map[string]bool{},
+		pairs:      map[string]bool{},
 		identities: map[string]tessera.NamespaceIdentity{},
 		done:       make(chan struct{}),
 		stopped:    make(chan struct{}),
 	}
-	// State changes drop the namespace's public snapshot (statechange.go).
-	svc.store = watchedStore{Store: s, changed: svc.StateChanged}
+	// State changes drop the namespace's public snapshot (statechange.go),
+	// on every node: the topics come back through the store's listener.
+	svc.store = watchedStore{s}
+	s.Listen(svc.notified)
 	go svc.background()
 	return svc
 }
@@ -106,14 +112,14 @@ func (s *Service) Meter() *meter.Meter { return s.meter }
 func (s *Service) Auth() *auth.Authenticator { return s.auth }
 
 // authorize is the coordinator's full check (§4 step 3): the key is resolved
-// again, then the grant and the action are checked. It returns the fresh
+// again, then what operation op needs of it (NeedOf). It returns the fresh
 // actor, whose principal is what the operation is attributed to.
-func (s *Service) authorize(ctx context.Context, a *auth.Actor, ns string, action tessera.Action) (*auth.Actor, error) {
+func (s *Service) authorize(ctx context.Context, a *auth.Actor, ns, op string) (*auth.Actor, error) {
 	fresh, err := s.auth.Recheck(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	if err := fresh.Check(ns, action); err != nil {
+	if err := NeedOf(op).Check(fresh, ns); err != nil {
 		return nil, err
 	}
 	return fresh, nil
@@ -121,27 +127,28 @@ func (s *Service) authorize(ctx context.Context, a *auth.Actor, ns string, actio
 
 // ensureNamespace records ns in the store inside a write transaction the
 // first time this process writes to it; afterwards it costs nothing.
-func (s *Service) ensureNamespace(ctx context.Context, tx store.Tx, ns string) error {
+func (s *Service) ensureNamespace(ctx context.Context, tx store.Tx, ns string, now time.Time) error {
 	s.nsMu.Lock()
 	known := s.known[ns]
 	s.nsMu.Unlock()
 	if known {
 		return nil
 	}
-	if _, err := tx.NamespaceEnsure(ctx, ns, s.clock.Now()); err != nil {
+	if _, err := tx.NamespaceEnsure(ctx, ns, now); err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return nil
 }
 
-// update runs fn in a write transaction and, once it committed, marks the
-// namespaces it ensured as known.
-func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error) error {
+// update runs fn in a write transaction with the transaction's one now
+// and, once it committed, marks the namespace it ensured as known.
+func (s *Service) update(ctx context.Context, ns string, fn func(tx store.Tx, now time.Time) error) error {
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		if err := s.ensureNamespace(ctx, tx, ns); err != nil {
+		now := s.clock.Now()
+		if err := s.ensureNamespace(ctx, tx, ns, now); err != nil {
 			return err
 		}
-		return fn(tx)
+		return fn(tx, now)
 	})
 	if err == nil {
 		s.markKnown(ns)
@@ -149,16 +156,43 @@ func (s *Service) update(ctx context.Context, ns string, fn func(store.Tx) error
 	return err
 }
 
-// maxRemembered bounds the namespaces and identities remembered in
+// maxRemembered bounds the namespaces, pairs and identities remembered in
 // memory; past it they are forgotten and re-learned from the store.
 const maxRemembered = 65536
 
 func (s *Service) markKnown(ns string) {
 	s.nsMu.Lock()
-	if len(s.known) >= maxRemembered {
-		clear(s.known)
+	remember(s.known, ns)
+	s.nsMu.Unlock()
+}
+
+// remember adds k to a bounded set. s.nsMu held.
+func remember(set map[string]bool, k string) {
+	if len(set) >= maxRemembered {
+		clear(set)
 	}
-	s.known[ns] = true
+	set[k] = true
+}
+
+// notePair records, inside tx, that principal acted or was counted in ns,
+// unless this process knows the pair is recorded. It reports whether it
+// wrote, for the caller to remember the pair once tx has committed.
+func (s *Service) notePair(ctx context.Context, tx store.Tx, principal, ns string) (bool, error) {
+	if principal == "" || principal == tessera.Anonymous {
+		return false, nil
+	}
+	s.nsMu.Lock()
+	known := s.pairs[principal+"\x00"+ns]
+	s.nsMu.Unlock()
+	if known {
+		return false, nil
+	}
+	return true, tx.PrincipalNamespaceAdd(ctx, principal, ns)
+}
+
+func (s *Service) markPair(principal, ns string) {
+	s.nsMu.Lock()
+	remember(s.pairs, principal+"\x00"+ns)
 	s.nsMu.Unlock()
 }
 

@@ -146,7 +146,7 @@ type ActivityEvent struct {
 // only the main namespace may be read, and no key or identity is looked
 // up; with one, the key needs read on ns, and the read is audited.
 func (s *Service) Health(ctx context.Context, a *auth.Actor, ns string) (*Health, error) {
-	a, err := s.publicCaller(ctx, a, ns)
+	a, err := s.publicCaller(ctx, a, ns, ActHealth)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (s *Service) Health(ctx context.Context, a *auth.Actor, ns string) (*Health
 
 // Board returns ns's board from its snapshot, under the rules of Health.
 func (s *Service) Board(ctx context.Context, a *auth.Actor, ns string) (*Board, error) {
-	a, err := s.publicCaller(ctx, a, ns)
+	a, err := s.publicCaller(ctx, a, ns, ActBoard)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *Service) Board(ctx context.Context, a *auth.Actor, ns string) (*Board, 
 // comes from the snapshot; later pages from the store's public event
 // index, a page's worth of rows each.
 func (s *Service) Activity(ctx context.Context, a *auth.Actor, ns, cursor string, limit int) (*ActivityPage, error) {
-	a, err := s.publicCaller(ctx, a, ns)
+	a, err := s.publicCaller(ctx, a, ns, ActActivity)
 	if err != nil {
 		return nil, err
 	}
@@ -232,14 +232,14 @@ func (s *Service) StateChanged(ns string) {
 
 // publicCaller checks the caller of a public read: nobody may read main,
 // a key with read anything its grants cover.
-func (s *Service) publicCaller(ctx context.Context, a *auth.Actor, ns string) (*auth.Actor, error) {
+func (s *Service) publicCaller(ctx context.Context, a *auth.Actor, ns, op string) (*auth.Actor, error) {
 	if a == nil {
 		if ns != tessera.MainNamespace {
 			return nil, tessera.ErrUnauthorized
 		}
 		return nil, nil
 	}
-	return s.authorize(ctx, a, ns, tessera.ActionRead)
+	return s.authorize(ctx, a, ns, op)
 }
 
 // auditPublicRead writes the audit event of a keyed public read; a keyless
@@ -369,7 +369,7 @@ func (s *Service) healthSnapshot(ctx context.Context, ns string) (*Health, error
 		func(now time.Time) (*Health, error) {
 			var h *Health
 			err := s.store.View(ctx, func(tx store.Tx) (err error) {
-				h, err = readHealth(ctx, tx, ns, now)
+				h, err = readHealth(ctx, tx, ns, now, store.PublicOnly)
 				return err
 			})
 			return h, err
@@ -393,12 +393,12 @@ func (s *Service) boardSnapshot(ctx context.Context, ns string) (*Board, error) 
 		})
 }
 
-// readHealth builds a Health in tx: the counts (one row per queue and
-// state), then lapsed leases of the queues holding leases (one indexed
-// query) and the oldest ready task of the queues holding ready ones (one
-// seek per queue).
-func readHealth(ctx context.Context, tx store.Tx, ns string, now time.Time) (*Health, error) {
-	rows, err := tx.PublicCounts(ctx, ns)
+// readHealth builds a Health of the tasks v covers in tx: the counts (one
+// row per queue and state), then lapsed leases of the queues holding
+// leases (one indexed query) and the oldest ready task of the queues
+// holding ready ones (one seek per queue).
+func readHealth(ctx context.Context, tx store.Tx, ns string, now time.Time, v store.Visibility) (*Health, error) {
+	rows, err := tx.TaskStateCounts(ctx, ns, v)
 	if err != nil {
 		return nil, err
 	}
@@ -425,11 +425,11 @@ func readHealth(ctx context.Context, tx store.Tx, ns string, now time.Time) (*He
 			ready = append(ready, r.Queue)
 		}
 	}
-	lapsed, err := tx.PublicLapsedLeases(ctx, ns, leased, now)
+	lapsed, err := tx.TaskLapsedCounts(ctx, ns, leased, now, v)
 	if err != nil {
 		return nil, err
 	}
-	oldest, err := tx.PublicOldestReady(ctx, ns, ready, now)
+	oldest, err := tx.TaskOldestReady(ctx, ns, ready, now, v)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +460,7 @@ func zeroCounts() map[string]int {
 // readBoard builds a Board in tx: the health, the newest public tasks and
 // the public buckets' heads, each a bounded page.
 func readBoard(ctx context.Context, tx store.Tx, ns string, now time.Time) (*Board, error) {
-	h, err := readHealth(ctx, tx, ns, now)
+	h, err := readHealth(ctx, tx, ns, now, store.PublicOnly)
 	if err != nil {
 		return nil, err
 	}

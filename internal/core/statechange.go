@@ -2,46 +2,76 @@ package core
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// watchedStore is the store as the service sees it: a write transaction
-// that committed a change to a namespace's tasks, records, buckets or
-// blobs then calls changed for that namespace (StateChanged, which drops
-// its public snapshot). Watching the store's writes is the one place that
-// covers every path — enqueue, claim, a lapse noticed by a claim, submit,
-// cancel, retry, record and bucket writes — without each having to
-// remember. Audit and observational writes are not state changes: a keyed
-// health read, which writes its audit event, keeps its snapshot.
-type watchedStore struct {
-	store.Store
-	changed func(ns string)
+// Topics the service notifies through the store (store.Tx.Notify): every
+// node's listener gets them once the transaction that notified commits.
+// The first byte says what the rest names.
+func queueTopic(ns, queue string) string { return "q\x00" + ns + "\x00" + queue }
+func taskTopic(ns, id string) string     { return "t\x00" + ns + "\x00" + id }
+func snapshotTopic(ns string) string     { return "s\x00" + ns }
+func keyTopic(id string) string          { return "k\x00" + id }
+func principalTopic(id string) string    { return "p\x00" + id }
+
+// notified is the store's listener: long-poll wake-ups, snapshot drops and
+// forgotten keys, from this node's commits and every other node's alike.
+func (s *Service) notified(topic string) {
+	if topic == "" {
+		return
+	}
+	name := topic[2:]
+	switch topic[0] {
+	case 'q':
+		// New claimable work: waiting claims look again, and empty-claim
+		// hints for the queue start over (§6).
+		s.hints.enqueued(topic, s.clock.Now())
+		s.signals.fire(topic)
+	case 't':
+		s.signals.fire(topic)
+	case 's':
+		s.StateChanged(name)
+	case 'k':
+		s.auth.ForgetKey(name)
+	case 'p':
+		s.auth.ForgetPrincipal(name)
+	}
 }
 
+// watchedStore is the store as the service sees it: a transaction that
+// changes a namespace's tasks, records, buckets or blobs notifies that
+// namespace's snapshot topic, which drops its public snapshot on every
+// node once the change committed. Watching the store's writes is the one
+// place that covers every path — enqueue, claim, a lapse noticed by a
+// claim, submit, cancel, retry, record and bucket writes — without each
+// having to remember. Audit and observational writes are not state
+// changes: a keyed health read, which writes its audit event, keeps its
+// snapshot.
+type watchedStore struct{ store.Store }
+
 func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	var wt *watchedTx
-	err := w.Store.Update(ctx, func(tx store.Tx) error {
-		wt = &watchedTx{Tx: tx}
-		return fn(wt)
-	})
-	if err == nil && wt != nil {
-		for _, ns := range wt.changed {
-			w.changed(ns)
-		}
+	err := w.Store.Update(ctx, func(tx store.Tx) error { return fn(&watchedTx{Tx: tx}) })
+	if errors.Is(err, store.ErrRetry) {
+		// Still losing races after store.MaxAttempts: contention, not a
+		// fault. The client may retry, as after any 503.
+		return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
+			Message: "the request kept racing concurrent changes; retry it"}
 	}
 	return err
 }
 
-// watchedTx notes the namespaces whose state a transaction changed; they
-// are told only once it committed.
+// watchedTx notifies each namespace whose state the transaction changed,
+// once.
 type watchedTx struct {
 	store.Tx
 	changed []string
 }
 
-func (t *watchedTx) mark(ns string, err error) error {
+func (t *watchedTx) mark(ctx context.Context, ns string, err error) error {
 	if err == nil {
 		for _, n := range t.changed {
 			if n == ns {
@@ -49,26 +79,37 @@ func (t *watchedTx) mark(ns string, err error) error {
 			}
 		}
 		t.changed = append(t.changed, ns)
+		t.Tx.Notify(ctx, snapshotTopic(ns))
 	}
 	return err
 }
 
 func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	return t.mark(task.Namespace, t.Tx.TaskInsert(ctx, task))
+	return t.mark(ctx, task.Namespace, t.Tx.TaskInsert(ctx, task))
 }
 
-func (t *watchedTx) TaskUpdate(ctx context.Context, task *tessera.Task) error {
-	return t.mark(task.Namespace, t.Tx.TaskUpdate(ctx, task))
+func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
+	return t.mark(ctx, before.Namespace, t.Tx.TaskUpdate(ctx, before, after))
+}
+
+func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
+	task, err := t.Tx.TaskClaim(ctx, p)
+	return task, t.mark(ctx, p.Namespace, err)
 }
 
 func (t *watchedTx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
-	return t.mark(r.Namespace, t.Tx.RecordPut(ctx, r, prev))
+	return t.mark(ctx, r.Namespace, t.Tx.RecordPut(ctx, r, prev))
 }
 
 func (t *watchedTx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
-	return t.mark(b.Namespace, t.Tx.BucketPut(ctx, b))
+	return t.mark(ctx, b.Namespace, t.Tx.BucketPut(ctx, b))
 }
 
 func (t *watchedTx) BlobPut(ctx context.Context, b *tessera.Blob) error {
-	return t.mark(b.Namespace, t.Tx.BlobPut(ctx, b))
+	return t.mark(ctx, b.Namespace, t.Tx.BlobPut(ctx, b))
+}
+
+func (t *watchedTx) NamespacePurge(ctx context.Context, ns string, limit int) (int, error) {
+	n, err := t.Tx.NamespacePurge(ctx, ns, limit)
+	return n, t.mark(ctx, ns, err)
 }

@@ -101,18 +101,9 @@ func nullToNil(v json.RawMessage) json.RawMessage {
 	return v
 }
 
-// Enqueue creates a task. With an idempotency key, a repeat returns the
-// first task instead of creating another.
-func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p EnqueueParams, idemKey string) (*tessera.Task, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionEnqueue)
-	if err != nil {
-		return nil, err
-	}
-	req := p
-	now := s.clock.Now()
-	if err := p.validate(now); err != nil {
-		return nil, err
-	}
+// newTask builds the task p describes, enqueued by a at now. p has been
+// validated.
+func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera.Task {
 	maxAttempts := 3
 	if p.MaxAttempts != nil {
 		maxAttempts = *p.MaxAttempts
@@ -125,15 +116,40 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 	if labels == nil {
 		labels = []string{}
 	}
-	task := &tessera.Task{
+	return &tessera.Task{
 		Namespace: ns, ID: tessera.NewID(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
+}
+
+// insertTask stores a new task and wakes its queue's claims once the
+// transaction commits.
+func insertTask(ctx context.Context, tx store.Tx, task *tessera.Task) error {
+	if err := tx.TaskInsert(ctx, task); err != nil {
+		return err
+	}
+	tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
+	return nil
+}
+
+// Enqueue creates a task. With an idempotency key, a repeat returns the
+// first task instead of creating another.
+func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p EnqueueParams, idemKey string) (*tessera.Task, error) {
+	a, err := s.authorize(ctx, a, ns, ActTaskEnqueue)
+	if err != nil {
+		return nil, err
+	}
+	req := p
+	if err := p.validate(s.clock.Now()); err != nil {
+		return nil, err
+	}
 	var out tessera.Task
 	replayed := false
 	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueue, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
+		now := ev.Time
+		task := newTask(&p, a, ns, now)
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
 		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
@@ -141,7 +157,7 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
 			out.State = out.VisibleState(now)
-			return tx.TaskInsert(ctx, task)
+			return insertTask(ctx, tx, task)
 		})
 		return err
 	})
@@ -149,17 +165,13 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		return nil, err
 	}
 	s.countReplay(replayed, a, ns, ActTaskEnqueue)
-	if out.ID == task.ID {
-		s.hints.enqueued(queueTopic(ns, task.Queue), s.clock.Now())
-		s.signals.fire(queueTopic(ns, task.Queue))
-	}
 	out.State = out.VisibleState(s.clock.Now())
 	return &out, nil
 }
 
 // GetTask returns a task with its runs.
 func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*tessera.Task, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	a, err := s.authorize(ctx, a, ns, ActTaskGet)
 	if err != nil {
 		return nil, err
 	}
@@ -197,55 +209,40 @@ type TaskPage struct {
 
 // ListTasks lists tasks newest first.
 func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p ListParams) (*TaskPage, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	a, err := s.authorize(ctx, a, ns, ActTaskList)
 	if err != nil {
 		return nil, err
 	}
-	f := store.TaskFilter{State: p.State, Queue: p.Queue, Label: p.Label, Limit: p.Limit, Now: s.clock.Now()}
-	if f.State != "" && !validState(f.State) {
-		return nil, tessera.Invalid("state", "unknown state %q", f.State)
+	if p.State != "" && !validState(p.State) {
+		return nil, tessera.Invalid("state", "unknown state %q", p.State)
 	}
-	if f.Queue != "" && !ValidName(f.Queue) {
+	if p.Queue != "" && !ValidName(p.Queue) {
 		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
 	}
-	if f.Label != "" && !ValidName(f.Label) {
+	if p.Label != "" && !ValidName(p.Label) {
 		return nil, tessera.Invalid("label", "label must match %s", nameRE)
 	}
-	if f.Limit == 0 {
-		f.Limit = DefaultListSize
-	}
-	if f.Limit < 1 || f.Limit > MaxListLimit {
-		return nil, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
-	}
-	if p.Cursor != "" {
-		if f.Before, err = decodeCursor(p.Cursor); err != nil {
-			return nil, tessera.Invalid("cursor", "cursor is not one this server issued")
-		}
+	before, limit, err := pageParams(p.Cursor, p.Limit)
+	if err != nil {
+		return nil, err
 	}
 	page := &TaskPage{Tasks: []tessera.Task{}}
 	err = s.auditedRead(ctx, a, ns, ActTaskList, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "tasks"
+		now := s.clock.Now()
 		// One extra row tells whether another page follows; a page also
 		// ends once it carries store.PageBytes of briefs and payloads.
-		limit := f.Limit
-		f.Limit++
-		tasks, err := tx.TaskList(ctx, ns, f)
+		tasks, err := tx.TaskList(ctx, ns, store.TaskFilter{StateFilter: tessera.StoredFilter(p.State, now),
+			Queue: p.Queue, Label: p.Label, Before: before, Limit: limit + 1})
 		if err != nil {
 			return err
 		}
-		size := 0
-		for i := range tasks {
-			size += len(tasks[i].Brief) + len(tasks[i].Payload) + len(tasks[i].Result) + len(tasks[i].Progress)
-			if i+1 == limit || size >= store.PageBytes {
-				if len(tasks) > i+1 {
-					page.NextCursor = encodeCursor(tasks[i].ID)
-				}
-				tasks = tasks[:i+1]
-				break
-			}
+		n, more := store.CutPage(len(tasks), limit, func(i int) int { return tasks[i].ValueBytes() })
+		if tasks = tasks[:n]; more {
+			page.NextCursor = encodeCursor(tasks[n-1].ID)
 		}
 		for i := range tasks {
-			tasks[i].State = tasks[i].VisibleState(f.Now)
+			tasks[i].State = tasks[i].VisibleState(now)
 		}
 		page.Tasks = append(page.Tasks, tasks...)
 		return nil
@@ -264,19 +261,39 @@ func validState(st string) bool {
 
 // Counts returns task counts by queue and visible state.
 func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[string]map[string]int, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionRead)
+	a, err := s.authorize(ctx, a, ns, ActCounts)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]int{}
 	err = s.auditedRead(ctx, a, ns, ActCounts, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "counts"
-		counts, err := tx.TaskCounts(ctx, ns, s.clock.Now())
+		clear(out)
+		counts, err := tx.TaskStateCounts(ctx, ns, store.AllTasks)
+		if err != nil {
+			return err
+		}
+		var ready []string
 		for _, c := range counts {
+			if c.Count == 0 {
+				continue
+			}
 			if out[c.Queue] == nil {
 				out[c.Queue] = map[string]int{}
 			}
 			out[c.Queue][c.State] = c.Count
+			if c.State == tessera.StateReady {
+				ready = append(ready, c.Queue)
+			}
+		}
+		// Ready is stored for scheduled tasks too: the scheduled ones are
+		// told apart through the ready index, costing what they number.
+		scheduled, err := tx.TaskScheduled(ctx, ns, ready, s.clock.Now(), store.AllTasks)
+		for q, n := range scheduled {
+			out[q][tessera.StateScheduled] = n
+			if out[q][tessera.StateReady] -= n; out[q][tessera.StateReady] == 0 {
+				delete(out[q], tessera.StateReady)
+			}
 		}
 		return err
 	})
@@ -293,15 +310,17 @@ const (
 	ChangeRetry  TaskChange = "retry"
 )
 
-// ChangeTask applies cancel, pause, resume or retry to a task.
+// ChangeTask applies cancel, pause, resume or retry to a task, written
+// over the version it read: a task that changed meanwhile (a claim, a
+// heartbeat) is read again and the change decided anew.
 func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, change TaskChange) (*tessera.Task, error) {
-	a, err := s.authorize(ctx, a, ns, tessera.ActionEnqueue)
+	op := "task." + string(change)
+	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
 		return nil, err
 	}
 	var task *tessera.Task
-	wakeQueue, wakeHolder := false, false
-	err = s.audited(ctx, a, ns, "task."+string(change), func(tx store.Tx, ev *tessera.AuditEvent) error {
+	err = s.audited(ctx, a, ns, op, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		var err error
 		if task, err = tx.TaskGet(ctx, ns, id); err != nil {
 			return notFound(err, "task", id)
@@ -310,9 +329,10 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 		if task.Lease != nil {
 			ev.RunID = task.Lease.RunID
 		}
-		now := s.clock.Now()
-		visible := task.VisibleState(now)
-		invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, visible)
+		now := ev.Time
+		before := task.Copy()
+		invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, task.VisibleState(now))
+		var cancelRequested bool
 		switch change {
 		case ChangeCancel:
 			switch {
@@ -324,13 +344,9 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 				}
 				// The holder learns of it and the task ends at its next
 				// heartbeat, submit or lapse (§1).
-				task.CancelRequested = true
-				wakeHolder = true
-				if err := tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now}); err != nil {
-					return err
-				}
+				task.CancelRequested, cancelRequested = true, true
 			default:
-				task.State = tessera.StateCanceled
+				task.State, task.FinishedAt = tessera.StateCanceled, &now
 			}
 		case ChangePause:
 			if task.State != tessera.StateReady {
@@ -341,27 +357,31 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 			if task.State != tessera.StatePaused {
 				return invalid
 			}
-			task.State, wakeQueue = tessera.StateReady, true
+			task.State = tessera.StateReady
 		case ChangeRetry:
 			if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
 				return invalid
 			}
-			task.State, task.Attempts, task.RunAt, task.CancelRequested, wakeQueue = tessera.StateReady, 0, now, false, true
-			task.Error, task.Result = "", nil
+			task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
+			task.Error, task.Result, task.FinishedAt = "", nil, nil
 		default:
 			return errors.New("unknown task change " + string(change))
 		}
 		task.UpdatedAt = now
-		return tx.TaskUpdate(ctx, task)
+		if err := tx.TaskUpdate(ctx, before, task); err != nil {
+			return err
+		}
+		if cancelRequested {
+			tx.Notify(ctx, taskTopic(ns, id))
+			return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
+		}
+		if task.State == tessera.StateReady && !task.RunAt.After(now) {
+			tx.Notify(ctx, queueTopic(ns, task.Queue))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if wakeQueue {
-		s.signals.fire(queueTopic(ns, task.Queue))
-	}
-	if wakeHolder {
-		s.signals.fire(taskTopic(ns, id))
 	}
 	task.State = task.VisibleState(s.clock.Now())
 	return task, nil
@@ -373,13 +393,14 @@ func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body strin
 	if body == "" || len(body) > MaxNoteLen || !utf8.ValidString(body) {
 		return nil, tessera.Invalid("body", "body is required, at most %d bytes", MaxNoteLen)
 	}
-	a, err := s.authorize(ctx, a, ns, "")
+	a, err := s.authorize(ctx, a, ns, ActTaskNote)
 	if err != nil {
 		return nil, err
 	}
 	producer := a.Scopes().Allows(tessera.ActionEnqueue)
-	note := &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: s.clock.Now()}
+	var note *tessera.TaskEvent
 	err = s.audited(ctx, a, ns, ActTaskNote, func(tx store.Tx, ev *tessera.AuditEvent) error {
+		note = &tessera.TaskEvent{Kind: tessera.EventNote, Body: body, By: a.Principal.ID, Time: ev.Time}
 		task, err := tx.TaskGet(ctx, ns, id)
 		if err != nil {
 			return notFound(err, "task", id)
@@ -392,11 +413,11 @@ func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body strin
 		if !producer && !holder {
 			return tessera.Errorf(tessera.CodeForbidden, "notes need the enqueue scope or the task's lease")
 		}
+		tx.Notify(ctx, taskTopic(ns, id))
 		return tx.TaskEventAppend(ctx, ns, id, note)
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.signals.fire(taskTopic(ns, id))
 	return note, nil
 }

@@ -11,8 +11,8 @@ import (
 // auditRoutes are the audit reads of SPEC §3.3 and §3.8.
 func (s *Server) auditRoutes() []route {
 	return []route{
-		{method: "GET", path: "/me/audit", access: anyKey, op: core.ActMyAudit, summary: "The caller's own audit events and counters of the last 24 h", handle: s.myAudit, in: myAuditQuery{}, out: core.AuditPage{}},
-		{method: "GET", path: "/admin/audit", access: adminOnly, op: core.ActAdminAudit, summary: "Audit events and counters of the last 24 h", handle: s.adminAudit, in: adminAuditQuery{}, out: core.AuditPage{}},
+		{method: "GET", path: "/me/audit", op: core.ActMyAudit, summary: "The caller's own audit events and counters of the last 24 h", handle: s.myAudit, in: myAuditQuery{}, out: core.AuditPage{}},
+		{method: "GET", path: "/admin/audit", op: core.ActAdminAudit, summary: "Audit events and counters of the last 24 h", handle: s.adminAudit, in: adminAuditQuery{}, out: core.AuditPage{}},
 	}
 }
 

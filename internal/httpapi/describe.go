@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/tessera-dev/tessera/internal/core"
+
 	"github.com/tessera-dev/tessera/internal/discovery"
 )
 
@@ -12,12 +14,11 @@ import (
 func (s *Server) Describe() []discovery.Route {
 	var out []discovery.Route
 	for _, rt := range s.routes() {
-		auth := string(rt.action)
+		need := core.NeedOf(rt.op)
+		auth := string(need.Action)
 		switch {
-		case rt.access == anyKey:
+		case !need.Grant && need.Action == "":
 			auth = "key"
-		case rt.access == adminOnly:
-			auth = "admin"
 		case auth == "":
 			auth = "namespace grant"
 		}

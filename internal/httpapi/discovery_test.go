@@ -34,6 +34,7 @@ func (b *brokenStore) Update(context.Context, func(store.Tx) error) error {
 }
 func (b *brokenStore) View(context.Context, func(store.Tx) error) error { b.calls++; return errBroken }
 func (b *brokenStore) Close() error                                     { return nil }
+func (b *brokenStore) Listen(func(string))                              {}
 
 func newBrokenServer(t *testing.T) (*httptest.Server, *brokenStore, *httpapi.Server) {
 	t.Helper()

@@ -46,7 +46,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	principal := ""
 	if !s.cfg.MetricsPublic {
 		c := &call{w: w, r: r, ns: tessera.MainNamespace, ctx: r.Context()}
-		err := s.edge(c, route{access: adminOnly})
+		err := s.edge(c, route{op: core.ActMetrics})
 		if c.actor != nil {
 			principal = c.actor.Principal.ID
 		}

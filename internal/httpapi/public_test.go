@@ -554,7 +554,7 @@ func TestPublicStateAnswersWhileWritesRefused(t *testing.T) {
 	s := newTestServer(t)
 	reader, _ := s.newKey(tessera.KindAgent, "namespace:x", "read")
 	s.enqueue("main", adminKey, map[string]any{"title": "still shown", "public": true})
-	if err := s.Meter.SetAllowance(meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
+	if err := s.Meter.SetAllowance(context.Background(), meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s.Clock.Advance(core.SnapshotTTL)

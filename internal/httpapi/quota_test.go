@@ -18,7 +18,7 @@ import (
 // spendAllowance makes the written allowance of the server's day spent.
 func spendAllowance(t *testing.T, s *testServer) {
 	t.Helper()
-	if err := s.Meter.SetAllowance(meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
+	if err := s.Meter.SetAllowance(context.Background(), meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -72,7 +72,7 @@ func TestQuotaRefusalEndToEnd(t *testing.T) {
 
 	// Nothing half-written: the task is as it was, and no refused enqueue
 	// or record exists.
-	if err := s.Meter.SetAllowance(meter.Allowance{}); err != nil {
+	if err := s.Meter.SetAllowance(context.Background(), meter.Allowance{}); err != nil {
 		t.Fatal(err)
 	}
 	var page core.TaskPage
@@ -127,7 +127,7 @@ func TestQuotaColdStartWithoutSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Add(context.Background(), 5, 0)
-	if err := m.Save(); err != nil {
+	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	a, err := app.Open(context.Background(), app.Options{DataDir: dir, Clock: clock, Core: core.DefaultConfig(),

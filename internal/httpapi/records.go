@@ -14,21 +14,21 @@ import (
 // recordRoutes are the routes of records, buckets and blobs.
 func (s *Server) recordRoutes() []route {
 	return []route{
-		{method: "PUT", path: "/records/{bucket}/{key}", access: granted, action: tessera.ActionWrite, op: core.ActRecordWrite, summary: "Write the next version of a record (201 for version 1)", handle: s.putRecord, in: core.PutRecordParams{}, out: tessera.Record{}},
-		{method: "GET", path: "/records/{bucket}/{key}", access: granted, action: tessera.ActionRead, op: core.ActRecordRead, summary: "Read a record's head, or one version", handle: s.getRecord, in: recordQuery{}, out: tessera.Record{}},
-		{method: "GET", path: "/records/{bucket}/{key}/versions", access: granted, action: tessera.ActionRead, op: core.ActRecordHistory, summary: "A record's versions, newest first", handle: s.recordVersions, in: pageQuery{}, out: core.VersionPage{}},
-		{method: "GET", path: "/records/{bucket}", access: granted, action: tessera.ActionRead, op: core.ActRecordList, summary: "The heads of a bucket's records, by key", handle: s.listRecords, in: listRecordsQuery{}, out: core.RecordPage{}},
-		{method: "PUT", path: "/buckets/{bucket}", access: granted, action: tessera.ActionWrite, op: core.ActBucketPut, summary: "Create a bucket or replace its settings", handle: s.putBucket, in: core.BucketParams{}, out: tessera.Bucket{}},
-		{method: "GET", path: "/buckets", access: granted, action: tessera.ActionRead, op: core.ActBucketList, summary: "List buckets, by name", handle: s.listBuckets, in: pageQuery{}, out: core.BucketPage{}},
+		{method: "PUT", path: "/records/{bucket}/{key}", op: core.ActRecordWrite, summary: "Write the next version of a record (201 for version 1)", handle: s.putRecord, in: core.PutRecordParams{}, out: tessera.Record{}},
+		{method: "GET", path: "/records/{bucket}/{key}", op: core.ActRecordRead, summary: "Read a record's head, or one version", handle: s.getRecord, in: recordQuery{}, out: tessera.Record{}},
+		{method: "GET", path: "/records/{bucket}/{key}/versions", op: core.ActRecordHistory, summary: "A record's versions, newest first", handle: s.recordVersions, in: pageQuery{}, out: core.VersionPage{}},
+		{method: "GET", path: "/records/{bucket}", op: core.ActRecordList, summary: "The heads of a bucket's records, by key", handle: s.listRecords, in: listRecordsQuery{}, out: core.RecordPage{}},
+		{method: "PUT", path: "/buckets/{bucket}", op: core.ActBucketPut, summary: "Create a bucket or replace its settings", handle: s.putBucket, in: core.BucketParams{}, out: tessera.Bucket{}},
+		{method: "GET", path: "/buckets", op: core.ActBucketList, summary: "List buckets, by name", handle: s.listBuckets, in: pageQuery{}, out: core.BucketPage{}},
 
-		{method: "POST", path: "/blobs", access: granted, action: tessera.ActionWrite, op: core.ActBlobDeclare, summary: "Declare a blob upload (201), or learn the namespace holds it (200)", handle: s.declareBlob, in: core.DeclareBlobParams{}, out: created{core.BlobDeclared{}}},
-		{method: "PUT", path: "/blobs/uploads/{upload_id}", access: granted, action: tessera.ActionWrite, op: core.ActBlobUpload, summary: "Send a declared upload's raw bytes", handle: s.uploadBlob, in: rawBody{}, out: core.UploadReceived{}},
-		{method: "POST", path: "/blobs/uploads/{upload_id}/commit", access: granted, action: tessera.ActionWrite, op: core.ActBlobCommit, summary: "Verify and commit an upload", handle: s.commitBlob, out: core.BlobInfo{}},
-		{method: "GET", path: "/blobs/{sha256}", access: granted, action: tessera.ActionRead, op: core.ActBlobRead, summary: "A blob's bytes (ETag, Range, If-None-Match)", handle: s.getBlob, out: rawBody{}},
-		{method: "GET", path: "/blobs/{sha256}/meta", access: granted, action: tessera.ActionRead, op: core.ActBlobMeta, summary: "A blob's metadata", handle: s.blobMeta, out: core.BlobInfo{}},
+		{method: "POST", path: "/blobs", op: core.ActBlobDeclare, summary: "Declare a blob upload (201), or learn the namespace holds it (200)", handle: s.declareBlob, in: core.DeclareBlobParams{}, out: created{core.BlobDeclared{}}},
+		{method: "PUT", path: "/blobs/uploads/{upload_id}", op: core.ActBlobUpload, summary: "Send a declared upload's raw bytes", handle: s.uploadBlob, in: rawBody{}, out: core.UploadReceived{}},
+		{method: "POST", path: "/blobs/uploads/{upload_id}/commit", op: core.ActBlobCommit, summary: "Verify and commit an upload", handle: s.commitBlob, out: core.BlobInfo{}},
+		{method: "GET", path: "/blobs/{sha256}", op: core.ActBlobRead, summary: "A blob's bytes (ETag, Range, If-None-Match)", handle: s.getBlob, out: rawBody{}},
+		{method: "GET", path: "/blobs/{sha256}/meta", op: core.ActBlobMeta, summary: "A blob's metadata", handle: s.blobMeta, out: core.BlobInfo{}},
 
-		{method: "PUT", path: "/admin/namespaces/{ns}/settings", access: adminOnly, op: core.ActNamespaceSet, summary: "Set a namespace's settings (raw_policy)", handle: s.putSettings, in: core.NamespaceSettingsParams{}, out: tessera.NamespaceSettings{}},
-		{method: "GET", path: "/admin/namespaces/{ns}/settings", access: adminOnly, op: core.ActNamespaceGet, summary: "A namespace's settings", handle: s.getSettings, out: tessera.NamespaceSettings{}},
+		{method: "PUT", path: "/admin/namespaces/{ns}/settings", op: core.ActNamespaceSet, summary: "Set a namespace's settings (raw_policy)", handle: s.putSettings, in: core.NamespaceSettingsParams{}, out: tessera.NamespaceSettings{}},
+		{method: "GET", path: "/admin/namespaces/{ns}/settings", op: core.ActNamespaceGet, summary: "A namespace's settings", handle: s.getSettings, out: tessera.NamespaceSettings{}},
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/meter"
-	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -20,35 +19,35 @@ func (s *Server) routes() []route {
 
 func (s *Server) taskRoutes() []route {
 	return []route{
-		{method: "GET", path: "/me", access: anyKey, op: core.ActMe, summary: "The caller's principal and key", handle: s.me, out: core.Me{}},
+		{method: "GET", path: "/me", op: core.ActMe, summary: "The caller's principal and key", handle: s.me, out: core.Me{}},
 
-		{method: "POST", path: "/tasks", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskEnqueue, summary: "Enqueue a task", handle: s.enqueue, in: core.EnqueueParams{}, out: created{tessera.Task{}}},
-		{method: "GET", path: "/tasks", access: granted, action: tessera.ActionRead, op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, out: core.TaskPage{}},
-		{method: "GET", path: "/tasks/{id}", access: granted, action: tessera.ActionRead, op: core.ActTaskGet, summary: "A task with its runs", handle: s.getTask, out: tessera.Task{}},
-		{method: "POST", path: "/tasks/{id}/cancel", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskCancel, summary: "Cancel a task", handle: s.changeTask(core.ChangeCancel), out: tessera.Task{}},
-		{method: "POST", path: "/tasks/{id}/pause", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskPause, summary: "Pause a ready or scheduled task", handle: s.changeTask(core.ChangePause), out: tessera.Task{}},
-		{method: "POST", path: "/tasks/{id}/resume", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskResume, summary: "Resume a paused task", handle: s.changeTask(core.ChangeResume), out: tessera.Task{}},
-		{method: "POST", path: "/tasks/{id}/retry", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskRetry, summary: "Retry a dead or canceled task", handle: s.changeTask(core.ChangeRetry), out: tessera.Task{}},
+		{method: "POST", path: "/tasks", op: core.ActTaskEnqueue, summary: "Enqueue a task", handle: s.enqueue, in: core.EnqueueParams{}, out: created{tessera.Task{}}},
+		{method: "GET", path: "/tasks", op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, out: core.TaskPage{}},
+		{method: "GET", path: "/tasks/{id}", op: core.ActTaskGet, summary: "A task with its runs", handle: s.getTask, out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/cancel", op: core.ActTaskCancel, summary: "Cancel a task", handle: s.changeTask(core.ChangeCancel), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/pause", op: core.ActTaskPause, summary: "Pause a ready or scheduled task", handle: s.changeTask(core.ChangePause), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/resume", op: core.ActTaskResume, summary: "Resume a paused task", handle: s.changeTask(core.ChangeResume), out: tessera.Task{}},
+		{method: "POST", path: "/tasks/{id}/retry", op: core.ActTaskRetry, summary: "Retry a dead or canceled task", handle: s.changeTask(core.ChangeRetry), out: tessera.Task{}},
 		// Notes come from producers (enqueue) or the lease holder (claim):
 		// the edge checks the grant, the core the rest.
-		{method: "POST", path: "/tasks/{id}/notes", access: granted, op: core.ActTaskNote, summary: "Leave a note for the lease holder", handle: s.addNote, in: noteParams{}, out: created{tessera.TaskEvent{}}},
-		{method: "GET", path: "/counts", access: granted, action: tessera.ActionRead, op: core.ActCounts, summary: "Task counts by queue and state", handle: s.counts, out: countsResponse{}},
+		{method: "POST", path: "/tasks/{id}/notes", op: core.ActTaskNote, summary: "Leave a note for the lease holder", handle: s.addNote, in: noteParams{}, out: created{tessera.TaskEvent{}}},
+		{method: "GET", path: "/counts", op: core.ActCounts, summary: "Task counts by queue and state", handle: s.counts, out: countsResponse{}},
 
-		{method: "POST", path: "/claims", access: granted, action: tessera.ActionClaim, op: core.ActClaim, summary: "Claim the next ready task of a queue", handle: s.claim, in: core.ClaimParams{}, out: core.Claimed{}},
-		{method: "POST", path: "/claims/{task}/heartbeat", access: granted, action: tessera.ActionClaim, op: core.ActHeartbeat, summary: "Extend a lease", handle: s.heartbeat, in: core.HeartbeatParams{}, out: core.Heartbeat{}},
-		{method: "POST", path: "/claims/{task}/submit", access: granted, action: tessera.ActionClaim, op: core.ActSubmit, summary: "Submit a run's outcome", handle: s.submit, in: core.SubmitParams{}, out: tessera.Task{}},
-		{method: "POST", path: "/claims/{task}/release", access: granted, action: tessera.ActionClaim, op: core.ActRelease, summary: "Give a task back without using an attempt", handle: s.release, in: core.ReleaseParams{}, out: tessera.Task{}},
-		{method: "GET", path: "/claims/{task}/events", access: granted, action: tessera.ActionClaim, op: core.ActClaimEvents, summary: "Long-poll the events of a held task", handle: s.claimEvents, out: core.ClaimEvents{}},
+		{method: "POST", path: "/claims", op: core.ActClaim, summary: "Claim the next ready task of a queue", handle: s.claim, in: core.ClaimParams{}, out: core.Claimed{}},
+		{method: "POST", path: "/claims/{task}/heartbeat", op: core.ActHeartbeat, summary: "Extend a lease", handle: s.heartbeat, in: core.HeartbeatParams{}, out: core.Heartbeat{}},
+		{method: "POST", path: "/claims/{task}/submit", op: core.ActSubmit, summary: "Submit a run's outcome", handle: s.submit, in: core.SubmitParams{}, out: tessera.Task{}},
+		{method: "POST", path: "/claims/{task}/release", op: core.ActRelease, summary: "Give a task back without using an attempt", handle: s.release, in: core.ReleaseParams{}, out: tessera.Task{}},
+		{method: "GET", path: "/claims/{task}/events", op: core.ActClaimEvents, summary: "Long-poll the events of a held task", handle: s.claimEvents, out: core.ClaimEvents{}},
 
-		{method: "POST", path: "/admin/principals", access: adminOnly, op: core.ActPrincipalNew, summary: "Create a principal", handle: s.createPrincipal, in: core.PrincipalParams{}, out: created{tessera.Principal{}}},
-		{method: "GET", path: "/admin/principals", access: adminOnly, op: core.ActPrincipalList, summary: "List principals", handle: s.listPrincipals, out: core.PrincipalPage{}},
-		{method: "PATCH", path: "/admin/principals/{id}", access: adminOnly, op: core.ActPrincipalEdit, summary: "Change a principal", handle: s.updatePrincipal, in: core.PrincipalPatch{}, out: tessera.Principal{}},
-		{method: "POST", path: "/admin/keys", access: adminOnly, op: core.ActKeyNew, summary: "Create a key; its secret is returned once", handle: s.createKey, in: core.KeyParams{}, out: created{core.NewKey{}}},
-		{method: "GET", path: "/admin/keys", access: adminOnly, op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, out: core.KeyPage{}},
-		{method: "DELETE", path: "/admin/keys/{id}", access: adminOnly, op: core.ActKeyRevoke, summary: "Revoke a key", handle: s.revokeKey},
-		{method: "GET", path: "/admin/namespaces", access: adminOnly, op: core.ActNamespaceList, summary: "List namespaces", handle: s.listNamespaces, out: namespacesResponse{}},
-		{method: "GET", path: "/admin/storage", access: adminOnly, op: core.ActStorage, summary: "Today's metered storage rows", handle: s.storage, out: meter.Totals{}},
-		{method: "PUT", path: "/admin/storage/allowance", access: adminOnly, op: core.ActAllowance, summary: "Change the daily storage allowance (0 = unlimited)", handle: s.setAllowance, in: meter.Allowance{}, out: meter.Totals{}},
+		{method: "POST", path: "/admin/principals", op: core.ActPrincipalNew, summary: "Create a principal", handle: s.createPrincipal, in: core.PrincipalParams{}, out: created{tessera.Principal{}}},
+		{method: "GET", path: "/admin/principals", op: core.ActPrincipalList, summary: "List principals", handle: s.listPrincipals, out: core.PrincipalPage{}},
+		{method: "PATCH", path: "/admin/principals/{id}", op: core.ActPrincipalEdit, summary: "Change a principal", handle: s.updatePrincipal, in: core.PrincipalPatch{}, out: tessera.Principal{}},
+		{method: "POST", path: "/admin/keys", op: core.ActKeyNew, summary: "Create a key; its secret is returned once", handle: s.createKey, in: core.KeyParams{}, out: created{core.NewKey{}}},
+		{method: "GET", path: "/admin/keys", op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, out: core.KeyPage{}},
+		{method: "DELETE", path: "/admin/keys/{id}", op: core.ActKeyRevoke, summary: "Revoke a key", handle: s.revokeKey},
+		{method: "GET", path: "/admin/namespaces", op: core.ActNamespaceList, summary: "List namespaces", handle: s.listNamespaces, in: pageQuery{}, out: core.NamespacePage{}},
+		{method: "GET", path: "/admin/storage", op: core.ActStorage, summary: "Today's metered storage rows", handle: s.storage, out: meter.Totals{}},
+		{method: "PUT", path: "/admin/storage/allowance", op: core.ActAllowance, summary: "Change the daily storage allowance (0 = unlimited)", handle: s.setAllowance, in: meter.Allowance{}, out: meter.Totals{}},
 	}
 }
 
@@ -315,11 +314,15 @@ func (s *Server) revokeKey(c *call) error {
 }
 
 func (s *Server) listNamespaces(c *call) error {
-	ns, err := s.core.ListNamespaces(c.ctx, c.actor)
+	cursor, limit, err := c.page()
 	if err != nil {
 		return err
 	}
-	return c.json(http.StatusOK, namespacesResponse{Namespaces: ns})
+	page, err := s.core.ListNamespaces(c.ctx, c.actor, cursor, limit)
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, page)
 }
 
 func (s *Server) storage(c *call) error {
@@ -359,8 +362,4 @@ type noteParams struct {
 // countsResponse maps queue → visible state → number of tasks.
 type countsResponse struct {
 	Queues map[string]map[string]int `json:"queues"`
-}
-
-type namespacesResponse struct {
-	Namespaces []store.Namespace `json:"namespaces"`
 }

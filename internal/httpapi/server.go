@@ -83,30 +83,16 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// access says what the edge demands before a handler runs.
-type access int
-
-const (
-	// anyKey needs a valid key and nothing more.
-	anyKey access = iota
-	// granted needs a key with a grant for the namespace and, when the
-	// route names one, the action scope.
-	granted
-	// adminOnly needs the admin scope.
-	adminOnly
-	// publicMain needs nothing on the main namespace when no key is sent
-	// (no key or identity lookup at all); under /ns/{namespace}, or with a
-	// key, it is granted with the route's action.
-	publicMain
-)
-
 // route is one entry of the table every handler is registered from.
 type route struct {
 	method string
 	path   string // below /v1
-	access access
-	action tessera.Action
-	// op names the operation in audit events and counters.
+	// public routes need nothing on the main namespace when no key is
+	// sent (no key or identity lookup at all); under /ns/{namespace}, or
+	// with a key, they are checked like any other.
+	public bool
+	// op names the operation in audit events and counters, and is what
+	// the edge checks a key against (core.NeedOf).
 	op      string
 	summary string
 	handle  func(*call) error
@@ -190,11 +176,12 @@ func (s *Server) serve(c *call, rt route, namespaced bool) error {
 	return rt.handle(c)
 }
 
-// edge is steps 1 and 2 of §4: a valid key, then the grant and scope, all
-// before any namespace work.
+// edge is steps 1 and 2 of §4: a valid key, then the grant and scope the
+// route's operation needs (the core's table, checked again by the core),
+// all before any namespace work.
 func (s *Server) edge(c *call, rt route) error {
 	header := c.r.Header.Get("Authorization")
-	if rt.access == publicMain && header == "" && c.ns == tessera.MainNamespace {
+	if rt.public && header == "" && c.ns == tessera.MainNamespace {
 		return nil
 	}
 	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
@@ -207,13 +194,7 @@ func (s *Server) edge(c *call, rt route) error {
 		return err
 	}
 	c.actor = actor
-	switch rt.access {
-	case granted, publicMain:
-		return actor.Check(c.ns, rt.action)
-	case adminOnly:
-		return actor.Check(c.ns, tessera.ActionAdmin)
-	}
-	return nil
+	return core.NeedOf(rt.op).Check(actor, c.ns)
 }
 
 type statusRecorder struct {

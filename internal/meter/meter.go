@@ -2,6 +2,14 @@
 // UTC day (SPEC §14), and holds the daily allowances of §13: once today's
 // written (or read) allowance is spent, the store refuses what would spend
 // more, until the next 00:00 UTC or an operator raises the allowance.
+//
+// The day's totals and an operator's allowance live in the store (the
+// Ledger), so every node of a deployment shares one allowance: each node
+// counts its own rows in memory and adds them to the ledger every few
+// seconds (Sync), learning the others' in return. A file beside the store
+// caches the last totals seen, so a decision that must be made before the
+// store is open (creating or migrating it while the day's allowance is
+// spent) has them.
 package meter
 
 import (
@@ -54,35 +62,69 @@ type Totals struct {
 	Allowance   Allowance `json:"allowance"`
 }
 
+// Ledger is the shared record of the days' totals, kept by the store. Its
+// own statements are bookkeeping: they are neither metered nor refused by
+// the allowance they account for.
+type Ledger interface {
+	// LedgerAdd adds rows to day's totals — a pure read when both are 0 —
+	// and returns the day's totals after, with the allowance an operator
+	// set for the day (nil: none).
+	LedgerAdd(ctx context.Context, day string, written, read int64) (LedgerDay, error)
+	// LedgerSetAllowance sets the allowance of day.
+	LedgerSetAllowance(ctx context.Context, day string, a Allowance) error
+}
+
+// LedgerDay is a day as the ledger holds it.
+type LedgerDay struct {
+	RowsWritten, RowsRead int64
+	Allowance             *Allowance
+}
+
 // Meter keeps the current UTC day's totals and allowance.
 type Meter struct {
 	clock tessera.Clock
-	path  string // where the day's totals persist; "" for none
-	// saveMu orders saves: the periodic one and an allowance change may
-	// race, and a file must never hold two writers' bytes or go back in time.
-	saveMu sync.Mutex
+	path  string // the cache file; "" for none
+	// syncMu orders syncs: the periodic one and an allowance change may
+	// race, and neither a ledger nor a file may see two of them at once.
+	syncMu sync.Mutex
 
-	mu      sync.Mutex
-	day     string
-	written int64
-	read    int64
+	mu     sync.Mutex
+	ledger Ledger
+	day    string
+	// synced is the day's totals as the ledger last reported them (every
+	// node's rows); pending is this node's rows not yet added to it.
+	synced, pending rows
+	// carried holds a past day's pending rows until a sync adds them.
+	carried map[string]rows
 	// lifetime counts never reset: deltas across midnight stay right.
 	lifetimeWritten, lifetimeRead int64
-	// base is the allowance from flags; override, set through the API,
+	// base is the allowance from flags; override, set by an operator,
 	// replaces it for the rest of the UTC day it was set on.
 	base     Allowance
 	override *Allowance
-	dirty    bool
+	// saved is what the cache file holds, so an idle meter writes nothing.
+	saved cache
 }
 
-// New returns a meter that reads days off clock and keeps nothing on disk.
-func New(clock tessera.Clock) *Meter { return &Meter{clock: clock} }
+type rows struct{ written, read int64 }
 
-// Open returns a meter whose totals persist in the file at path, loading
-// today's totals (and the allowance an operator last set) if it exists.
-// Reading the totals never writes: they live outside the store.
-func Open(path string, clock tessera.Clock, allowance Allowance) (*Meter, error) {
-	m := &Meter{clock: clock, path: path, base: allowance}
+// New returns a meter that reads days off clock, with the flags'
+// allowance base, keeping everything in memory until Attach gives it a
+// ledger.
+func New(clock tessera.Clock) *Meter { return &Meter{clock: clock, carried: map[string]rows{}} }
+
+// SetBase sets the allowance from flags.
+func (m *Meter) SetBase(a Allowance) {
+	m.mu.Lock()
+	m.base = a
+	m.mu.Unlock()
+}
+
+// Open returns a meter with the flags' allowance whose last known totals
+// are cached in the file at path, loading today's if it holds them.
+func Open(path string, clock tessera.Clock, base Allowance) (*Meter, error) {
+	m := New(clock)
+	m.path, m.base = path, base
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return m, nil
@@ -90,24 +132,30 @@ func Open(path string, clock tessera.Clock, allowance Allowance) (*Meter, error)
 	if err != nil {
 		return nil, fmt.Errorf("meter: %w", err)
 	}
-	var saved persisted
+	var saved cache
 	if err := json.Unmarshal(b, &saved); err != nil {
 		return nil, fmt.Errorf("meter %s: %w", path, err)
 	}
 	if saved.Day == Day(clock.Now()) {
-		m.day, m.written, m.read, m.override = saved.Day, saved.RowsWritten, saved.RowsRead, saved.Override
+		m.day, m.synced, m.override, m.saved = saved.Day, rows{saved.RowsWritten, saved.RowsRead}, saved.Override, saved
 	}
 	return m, nil
 }
 
-type persisted struct {
-	Day         string `json:"day"`
-	RowsWritten int64  `json:"rows_written"`
-	RowsRead    int64  `json:"rows_read"`
-	// Override is an allowance set through the API for this day; it
-	// outlives a restart, so the old flags do not take an operator's raise
-	// back before the day ends.
-	Override *Allowance `json:"allowance_override,omitempty"`
+type cache struct {
+	Day         string     `json:"day"`
+	RowsWritten int64      `json:"rows_written"`
+	RowsRead    int64      `json:"rows_read"`
+	Override    *Allowance `json:"allowance_override,omitempty"`
+}
+
+// Attach makes l the meter's ledger and syncs with it once: from then on
+// the totals are the deployment's, not this process's.
+func (m *Meter) Attach(ctx context.Context, l Ledger) error {
+	m.mu.Lock()
+	m.ledger = l
+	m.mu.Unlock()
+	return m.Sync(ctx)
 }
 
 // Add records rows a backend read and wrote on behalf of ctx's request.
@@ -122,19 +170,24 @@ func (m *Meter) Add(ctx context.Context, written, read int64) {
 	day := Day(m.clock.Now())
 	m.mu.Lock()
 	m.roll(day)
-	m.written += written
-	m.read += read
+	m.pending.written += written
+	m.pending.read += read
 	m.lifetimeWritten += written
 	m.lifetimeRead += read
-	m.dirty = true
 	m.mu.Unlock()
 }
 
-// roll starts a new day's totals, back on the flags' allowance. m.mu held.
+// roll starts a new day's totals, back on the flags' allowance; the old
+// day's unsynced rows wait for the next sync. m.mu held.
 func (m *Meter) roll(day string) {
-	if day != m.day {
-		m.day, m.written, m.read, m.override = day, 0, 0, nil
+	if day == m.day {
+		return
 	}
+	if m.day != "" && m.pending != (rows{}) {
+		c := m.carried[m.day]
+		m.carried[m.day] = rows{c.written + m.pending.written, c.read + m.pending.read}
+	}
+	m.day, m.synced, m.pending, m.override = day, rows{}, rows{}, nil
 }
 
 // allowance is the day's allowance. m.mu held.
@@ -152,11 +205,12 @@ func (m *Meter) Today() Totals {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.roll(day)
-	return Totals{Day: day, RowsWritten: m.written, RowsRead: m.read, ResetAt: NextReset(now), Allowance: m.allowance()}
+	return Totals{Day: day, RowsWritten: m.synced.written + m.pending.written, RowsRead: m.synced.read + m.pending.read,
+		ResetAt: NextReset(now), Allowance: m.allowance()}
 }
 
-// Lifetime returns the rows written and read since the meter was made,
-// across days: the counters to take differences of.
+// Lifetime returns the rows written and read by this process since the
+// meter was made, across days: the counters to take differences of.
 func (m *Meter) Lifetime() (written, read int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -164,14 +218,24 @@ func (m *Meter) Lifetime() (written, read int64) {
 }
 
 // SetAllowance is the operator-authorized change of §13: it holds until
-// the day ends, across restarts.
-func (m *Meter) SetAllowance(a Allowance) error {
+// the day ends, for every node and across restarts.
+func (m *Meter) SetAllowance(ctx context.Context, a Allowance) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	day := Day(m.clock.Now())
 	m.mu.Lock()
-	m.roll(Day(m.clock.Now()))
-	m.override = &a
-	m.dirty = true
+	l := m.ledger
 	m.mu.Unlock()
-	return m.Save()
+	if l != nil {
+		if err := l.LedgerSetAllowance(ctx, day, a); err != nil {
+			return fmt.Errorf("meter: set allowance: %w", err)
+		}
+	}
+	m.mu.Lock()
+	m.roll(day)
+	m.override = &a
+	m.mu.Unlock()
+	return m.saveCache()
 }
 
 // WriteRefusal returns the storage_quota_exhausted error when today's
@@ -204,36 +268,87 @@ func QuotaError(now time.Time) *tessera.Error {
 		RetryAfter: reset.Sub(now), ResetAt: reset}
 }
 
-// Save writes the totals to the meter's file if they changed.
-func (m *Meter) Save() error {
+// Sync adds this node's unsynced rows to the ledger and takes the
+// deployment's totals and the day's allowance from it; then it caches them
+// in the meter's file. Rows the ledger did not take stay pending for the
+// next sync. Without a ledger it only writes the cache.
+func (m *Meter) Sync(ctx context.Context) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	day := Day(m.clock.Now())
+	m.mu.Lock()
+	m.roll(day)
+	l, carried, pending := m.ledger, m.carried, m.pending
+	m.carried, m.pending = map[string]rows{}, rows{}
+	m.mu.Unlock()
+	if l == nil {
+		m.putBack(carried, pending)
+		return m.saveCache()
+	}
+	for d, r := range carried {
+		if _, err := l.LedgerAdd(ctx, d, r.written, r.read); err != nil {
+			delete(carried, d)
+			m.putBack(carried, pending)
+			m.putBack(map[string]rows{d: r}, rows{})
+			return fmt.Errorf("meter: sync %s: %w", d, err)
+		}
+		delete(carried, d)
+	}
+	got, err := l.LedgerAdd(ctx, day, pending.written, pending.read)
+	if err != nil {
+		m.putBack(nil, pending)
+		return fmt.Errorf("meter: sync %s: %w", day, err)
+	}
+	m.mu.Lock()
+	if m.day == day {
+		m.synced, m.override = rows{got.RowsWritten, got.RowsRead}, got.Allowance
+	}
+	m.mu.Unlock()
+	return m.saveCache()
+}
+
+// putBack returns rows a failed sync took. Rows of a day that has since
+// ended wait as carried rows.
+func (m *Meter) putBack(carried map[string]rows, pending rows) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d, r := range carried {
+		c := m.carried[d]
+		m.carried[d] = rows{c.written + r.written, c.read + r.read}
+	}
+	m.pending.written += pending.written
+	m.pending.read += pending.read
+}
+
+// saveCache writes the day's totals to the cache file, if the meter has
+// one: a synced temp file renamed over it, so a crash leaves the old file
+// or the new.
+func (m *Meter) saveCache() error {
 	if m.path == "" {
 		return nil
 	}
-	m.saveMu.Lock()
-	defer m.saveMu.Unlock()
+	t := m.Today()
 	m.mu.Lock()
-	if !m.dirty {
-		m.mu.Unlock()
+	c := cache{Day: t.Day, RowsWritten: t.RowsWritten, RowsRead: t.RowsRead, Override: m.override}
+	same := c.Day == m.saved.Day && c.RowsWritten == m.saved.RowsWritten && c.RowsRead == m.saved.RowsRead &&
+		(c.Override == nil) == (m.saved.Override == nil) && (c.Override == nil || *c.Override == *m.saved.Override)
+	m.mu.Unlock()
+	if same {
 		return nil
 	}
-	p := persisted{Day: m.day, RowsWritten: m.written, RowsRead: m.read, Override: m.override}
-	m.dirty = false
-	m.mu.Unlock()
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(m.path, b); err != nil {
-		m.mu.Lock()
-		m.dirty = true
-		m.mu.Unlock()
 		return fmt.Errorf("meter: %w", err)
 	}
+	m.mu.Lock()
+	m.saved = c
+	m.mu.Unlock()
 	return nil
 }
 
-// writeFileAtomic replaces path with b: a synced temp file renamed over it,
-// then the directory synced, so a crash leaves the old file or the new.
 func writeFileAtomic(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -266,18 +381,22 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Persist saves the totals every interval until ctx ends, then once more.
-// A crash loses at most one interval of counting, never data.
-func (m *Meter) Persist(ctx context.Context, every time.Duration) {
+// Persist syncs every interval until ctx ends, then once more. A crash
+// loses at most one interval of this node's counting, never data.
+func (m *Meter) Persist(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			_ = m.Save()
+			if err := m.Sync(context.Background()); err != nil && onErr != nil {
+				onErr(err)
+			}
 			return
 		case <-t.C:
-			_ = m.Save()
+			if err := m.Sync(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+				onErr(err)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package meter
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestDayRollsAtUTCMidnight(t *testing.T) {
 func TestAllowanceRefusal(t *testing.T) {
 	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC))
 	m := New(clock)
-	if err := m.SetAllowance(Allowance{RowsWrittenPerDay: 10, RowsReadPerDay: 100}); err != nil {
+	if err := m.SetAllowance(context.Background(), Allowance{RowsWrittenPerDay: 10, RowsReadPerDay: 100}); err != nil {
 		t.Fatal(err)
 	}
 	m.Add(context.Background(), 9, 0)
@@ -63,13 +64,13 @@ func TestAllowanceRefusal(t *testing.T) {
 	if m.ReadRefusal() != nil {
 		t.Error("the read allowance is not spent")
 	}
-	if err := m.SetAllowance(Allowance{RowsWrittenPerDay: 20}); err != nil {
+	if err := m.SetAllowance(context.Background(), Allowance{RowsWrittenPerDay: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if m.WriteRefusal() != nil {
 		t.Error("a raised allowance still refuses")
 	}
-	if err := m.SetAllowance(Allowance{RowsWrittenPerDay: 10}); err != nil {
+	if err := m.SetAllowance(context.Background(), Allowance{RowsWrittenPerDay: 10}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Hour)
@@ -78,77 +79,169 @@ func TestAllowanceRefusal(t *testing.T) {
 	}
 }
 
-// The day's totals and an operator's allowance survive a restart; another
-// day's totals do not carry over.
-func TestTotalsPersist(t *testing.T) {
+// memLedger is a ledger held in memory, standing in for the store's
+// meter_days (the sqlite package tests the real one).
+type memLedger struct {
+	mu   sync.Mutex
+	days map[string]LedgerDay
+}
+
+func (l *memLedger) LedgerAdd(_ context.Context, day string, w, r int64) (LedgerDay, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.days[day]
+	d.RowsWritten += w
+	d.RowsRead += r
+	l.days[day] = d
+	return d, nil
+}
+
+func (l *memLedger) LedgerSetAllowance(_ context.Context, day string, a Allowance) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.days[day]
+	d.Allowance = &a
+	l.days[day] = d
+	return nil
+}
+
+// Two meters on one ledger are two nodes: each sees the other's rows after
+// a sync, an allowance set through one holds for both, and a spent
+// allowance refuses on both.
+func TestNodesShareOneLedger(t *testing.T) {
+	ctx := context.Background()
+	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	l := &memLedger{days: map[string]LedgerDay{}}
+	a, b := New(clock), New(clock)
+	for _, m := range []*Meter{a, b} {
+		m.SetBase(Allowance{RowsWrittenPerDay: 100})
+		if err := m.Attach(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Add(ctx, 42, 17)
+	b.Add(ctx, 8, 3)
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Today(); got.RowsWritten != 50 || got.RowsRead != 20 {
+		t.Errorf("node b after both synced: %+v, want 50 written, 20 read", got)
+	}
+	if err := a.SetAllowance(ctx, Allowance{RowsWrittenPerDay: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.Today().Allowance.RowsWrittenPerDay != 50 || b.WriteRefusal() == nil {
+		t.Errorf("node b after a's allowance change: %+v, refusal %v", b.Today(), b.WriteRefusal())
+	}
+	// The next day starts over on the flags, for every node.
+	clock.Advance(24 * time.Hour)
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Today(); got.RowsWritten != 0 || got.Allowance.RowsWrittenPerDay != 100 {
+		t.Errorf("next day: %+v", got)
+	}
+}
+
+// Rows counted before midnight and synced after it go to their own day.
+func TestRowsBeforeMidnightSyncToTheirDay(t *testing.T) {
+	ctx := context.Background()
+	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 23, 59, 59, 0, time.UTC))
+	l := &memLedger{days: map[string]LedgerDay{}}
+	m := New(clock)
+	if err := m.Attach(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	m.Add(ctx, 5, 1)
+	clock.Advance(2 * time.Second)
+	m.Add(ctx, 7, 2)
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.days["2026-12-01"]; got.RowsWritten != 5 || got.RowsRead != 1 {
+		t.Errorf("Dec 1 in the ledger: %+v, want 5 and 1", got)
+	}
+	if got := l.days["2026-12-02"]; got.RowsWritten != 7 || got.RowsRead != 2 {
+		t.Errorf("Dec 2 in the ledger: %+v, want 7 and 2", got)
+	}
+}
+
+// The cache file keeps the last totals seen, so a restart knows them before
+// the store is open; another day's do not carry over.
+func TestTotalsCached(t *testing.T) {
+	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "meter.json")
 	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	m, err := Open(path, clock, Allowance{RowsWrittenPerDay: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Add(context.Background(), 42, 17)
-	if err := m.Save(); err != nil {
+	m.Add(ctx, 42, 17)
+	if err := m.SetAllowance(ctx, Allowance{RowsWrittenPerDay: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := Open(path, clock, Allowance{RowsWrittenPerDay: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := again.Today(); got.RowsWritten != 42 || got.RowsRead != 17 || got.Allowance.RowsWrittenPerDay != 5 {
+	if got := again.Today(); got.RowsWritten != 42 || got.RowsRead != 17 || got.Allowance.RowsWrittenPerDay != 1000 {
 		t.Fatalf("after restart: %+v", got)
 	}
-	if err := again.SetAllowance(Allowance{RowsWrittenPerDay: 1000}); err != nil {
-		t.Fatal(err)
-	}
-	third, err := Open(path, clock, Allowance{RowsWrittenPerDay: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := third.Today().Allowance.RowsWrittenPerDay; got != 1000 {
-		t.Errorf("operator's allowance after restart: %d, want 1000", got)
-	}
 	clock.Advance(24 * time.Hour)
-	fourth, err := Open(path, clock, Allowance{RowsWrittenPerDay: 5})
+	next, err := Open(path, clock, Allowance{RowsWrittenPerDay: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fourth.Today(); got.RowsWritten != 0 || got.Allowance.RowsWrittenPerDay != 5 {
+	if got := next.Today(); got.RowsWritten != 0 || got.Allowance.RowsWrittenPerDay != 5 {
 		t.Errorf("yesterday's totals or raise carried over: %+v", got)
 	}
 }
 
-// Saves racing with allowance changes never leave a file that does not
-// open, nor one older than the last save.
-func TestConcurrentSavesKeepTheFileWhole(t *testing.T) {
+// Syncs racing with allowance changes never leave a cache that does not
+// open, nor lose a row.
+func TestConcurrentSyncsKeepEverything(t *testing.T) {
+	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "meter.json")
 	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	l := &memLedger{days: map[string]LedgerDay{}}
 	m, err := Open(path, clock, Allowance{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Attach(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 200 {
-			_ = m.SetAllowance(Allowance{RowsWrittenPerDay: int64(i + 1)})
+			_ = m.SetAllowance(ctx, Allowance{RowsWrittenPerDay: int64(i + 1)})
 		}
 	}()
 	for range 200 {
-		m.Add(context.Background(), 1, 1)
-		if err := m.Save(); err != nil {
+		m.Add(ctx, 1, 1)
+		if err := m.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	<-done
-	if err := m.Save(); err != nil {
+	if err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if got := l.days["2026-12-01"]; got.RowsWritten != 200 || got.Allowance == nil || got.Allowance.RowsWrittenPerDay != 200 {
+		t.Errorf("ledger after racing syncs: %+v", got)
 	}
 	again, err := Open(path, clock, Allowance{})
 	if err != nil {
-		t.Fatalf("reopen after racing saves: %v", err)
+		t.Fatalf("reopen after racing syncs: %v", err)
 	}
 	if got := again.Today(); got.RowsWritten != 200 || got.Allowance.RowsWrittenPerDay != 200 {
-		t.Errorf("after racing saves: %+v", got)
+		t.Errorf("cache after racing syncs: %+v", got)
 	}
 }

@@ -27,6 +27,10 @@ type AuditTx interface {
 
 	IdentityGet(ctx context.Context, ns, principalID string) (*tessera.NamespaceIdentity, error)
 	IdentityPut(ctx context.Context, id *tessera.NamespaceIdentity) error
+	// PrincipalNamespaceAdd records that a principal acted or was counted
+	// in ns, so audit reads by principal visit only its namespaces; adding
+	// a pair that exists changes nothing.
+	PrincipalNamespaceAdd(ctx context.Context, principalID, ns string) error
 	// PrincipalTouch sets a principal's last_used_at.
 	PrincipalTouch(ctx context.Context, id string, at time.Time) error
 
@@ -37,12 +41,14 @@ type AuditTx interface {
 	IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error)
 	SaltsPurge(ctx context.Context, beforeDay string) (int, error)
 	// PrincipalsPurge deletes principals whose purge time is before the
-	// cutoff, with their keys.
+	// cutoff, with their keys and namespace pairs.
 	PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // AuditFilter selects audit rows. Since is required: reads never reach
-// past the retention window.
+// past the retention window. Without a namespace, a read by principal
+// visits the namespaces recorded for it (PrincipalNamespaceAdd); a read
+// without either visits every namespace.
 type AuditFilter struct {
 	Namespace   string
 	PrincipalID string

@@ -1,12 +1,21 @@
 // Package store defines the persistence seam: the operations the domain
 // needs, grouped in a transaction, with nothing about how a backend keeps
-// them. Backends live in subpackages (sqlite, later postgres) and must pass
-// the conformance suite in storetest.
+// them. Backends live in subpackages (sqlite, postgres) and must pass the
+// conformance suite in storetest.
+//
+// The seam carries the guarantees itself, so they hold under any backend's
+// concurrency, not only under one writer: a claim is one atomic operation,
+// every other task change is conditional on the version the caller read
+// (ErrStale otherwise), event numbers live on the task row, idempotency
+// entries are inserted first-wins, and Update may run its function again
+// after a lost race (ErrRetry).
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -18,20 +27,39 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when an insert collides with an existing row.
 var ErrConflict = errors.New("already exists")
 
-// PageBytes bounds what one listing holds in memory: a listing of tasks or
-// records stops once the rows it returned carry this many bytes of values
-// (briefs, payloads, results, record values), plus one row more, so the
-// caller can tell that another page follows.
-const PageBytes = 1 << 20
+// ErrRetry marks a transaction that lost a race it cannot win by waiting —
+// a serialization failure, a deadlock, a conditional write that found its
+// row changed — and that is correct to run again from the start. Update
+// does so, a bounded number of times; a function may return it (wrapped)
+// to ask for that.
+var ErrRetry = errors.New("transaction lost a race; run it again")
+
+// ErrStale is what a conditional write returns when the row changed since
+// the caller read it. It is an ErrRetry: run again, the caller reads the
+// new row and decides anew.
+var ErrStale = fmt.Errorf("row changed since it was read: %w", ErrRetry)
+
+// MaxAttempts bounds how often Update runs its function.
+const MaxAttempts = 8
 
 // Store opens transactions. Every statement runs inside one, so the meter
 // can attribute rows to the request that caused them.
 type Store interface {
-	// Update runs fn in a serializable write transaction; an error from fn
-	// rolls everything back.
+	// Update runs fn in a write transaction and commits it; an error from
+	// fn rolls everything back.
+	//
+	// fn may run more than once: when it (or the backend) reports
+	// ErrRetry, the transaction is rolled back and fn runs again, up to
+	// MaxAttempts times. So fn must build everything it writes — ids, the
+	// audit event, its one "now" — inside itself, and leave no trace
+	// outside the transaction until Update has returned.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction over a consistent snapshot.
 	View(ctx context.Context, fn func(Tx) error) error
+	// Listen sets the function that receives every topic notified by a
+	// committed transaction (Tx.Notify) on any node of the deployment,
+	// this one included. Set once, before serving.
+	Listen(fn func(topic string))
 	Close() error
 }
 
@@ -42,6 +70,13 @@ type Tx interface {
 	RecordTx
 	AuditTx
 	PublicTx
+
+	// Notify queues topic for every node's listener (Store.Listen), to be
+	// delivered once this transaction commits; a rolled-back transaction
+	// notifies nothing. Topics are advisory wake-ups and cache drops:
+	// delivery is at most once, so a listener must tolerate a miss (a
+	// long-poll times out and looks again).
+	Notify(ctx context.Context, topic string)
 
 	PrincipalCreate(ctx context.Context, p *tessera.Principal) error
 	PrincipalGet(ctx context.Context, id string) (*tessera.Principal, error)
@@ -61,36 +96,71 @@ type Tx interface {
 
 	// NamespaceEnsure records a namespace, reporting whether it was new.
 	NamespaceEnsure(ctx context.Context, name string, now time.Time) (bool, error)
-	NamespaceList(ctx context.Context) ([]Namespace, error)
+	// NamespaceList returns namespaces ordered by name, after the given
+	// name.
+	NamespaceList(ctx context.Context, after string, limit int) ([]Namespace, error)
+	// NamespacePurge deletes at most limit rows of the namespace's data —
+	// tasks with their runs, events and counts, records, buckets, blob
+	// metadata, uploads, settings, idempotency entries — and reports how
+	// many it deleted; once nothing is left it deletes the namespace's own
+	// row and reports 0. The audit trail stays for its retention window.
+	NamespacePurge(ctx context.Context, ns string, limit int) (int, error)
 
 	TaskInsert(ctx context.Context, t *tessera.Task) error
 	TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error)
-	// TaskUpdate writes a task's mutable fields: state, attempts, run_at,
-	// lease, cancel flag, result, error, progress and updated_at.
-	TaskUpdate(ctx context.Context, t *tessera.Task) error
-	// TaskList returns at most f.Limit tasks and stops early past PageBytes.
-	TaskList(ctx context.Context, ns string, f TaskFilter) ([]tessera.Task, error)
-	// TaskNextReady returns the ready task of a queue to claim next: highest
-	// priority, then oldest run_at, then id; run_at must have come.
-	TaskNextReady(ctx context.Context, ns, queue string, now time.Time) (*tessera.Task, error)
-	// TaskLapsed returns leased tasks of a queue whose lease expired before
-	// now, at most limit of them.
+	// TaskUpdate writes after over the stored task, if the stored task is
+	// still at before.Version (the version before was read at): only the
+	// mutable fields that differ between the two (state, attempts, run_at,
+	// lease, cancel flag, result, error, progress, finished_at,
+	// updated_at) are written, and the version goes up by one (after.Version
+	// is set to it). A task that changed meanwhile is ErrStale and nothing
+	// is written; a task that is gone is ErrNotFound.
+	TaskUpdate(ctx context.Context, before, after *tessera.Task) error
+	// TaskClaim leases the next ready task of a queue — highest priority,
+	// then oldest run_at, then id, run_at come — in one atomic operation
+	// with its run: state leased, one more attempt, the lease of p, and a
+	// run numbered by that attempt. Two concurrent claims never get one
+	// task. It returns the task as leased; ErrNotFound when none is ready.
+	TaskClaim(ctx context.Context, p TaskClaim) (*tessera.Task, error)
+	// TaskLapsed returns at most limit leased tasks of a queue whose lease
+	// expired at or before now, soonest expiry first, through an index that
+	// holds only leased tasks: its cost is what it returns.
 	TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error)
-	// TaskCounts counts tasks by queue and visible state at now.
-	TaskCounts(ctx context.Context, ns string, now time.Time) ([]QueueCount, error)
+	// TaskList returns at most f.Limit tasks, newest first, and stops
+	// early past PageBytes.
+	TaskList(ctx context.Context, ns string, f TaskFilter) ([]tessera.Task, error)
+	// TasksFinishedPurge deletes at most limit finished tasks (finished_at
+	// set) that finished before the cutoff, with their runs and events,
+	// through the finished index, and reports how many.
+	TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error)
 
-	RunInsert(ctx context.Context, ns string, r *tessera.Run) error
+	// RunEnd records the end of a run.
 	RunEnd(ctx context.Context, ns string, r *tessera.Run) error
 	RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error)
 
-	// TaskEventAppend stores e with the next sequence number of its task and
-	// sets e.Seq.
+	// TaskEventAppend stores e with the next sequence number of its task —
+	// kept on the task row, so concurrent appends to one task serialize on
+	// it and never collide — and sets e.Seq. ErrNotFound if the task is
+	// gone.
 	TaskEventAppend(ctx context.Context, ns, taskID string, e *tessera.TaskEvent) error
 	TaskEventList(ctx context.Context, ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error)
 
 	IdempotencyGet(ctx context.Context, ns, principalID, route, key string) (*Idempotency, error)
-	// IdempotencyPut stores a response; ErrConflict if the key is taken.
-	IdempotencyPut(ctx context.Context, e *Idempotency) error
+	// IdempotencyPut stores e unless an entry with its key exists, and
+	// reports whether it stored it. A concurrent request with the same key
+	// that committed first makes it false (a backend waits for a
+	// concurrent insert of the key to commit or roll back before it
+	// answers), so of concurrent repeats exactly one acts.
+	IdempotencyPut(ctx context.Context, e *Idempotency) (bool, error)
+}
+
+// TaskClaim is what a claim writes: the queue to take from, the clock of
+// the transaction, and the new lease (its TaskID is filled in).
+type TaskClaim struct {
+	Namespace string
+	Queue     string
+	Now       time.Time
+	Lease     tessera.Lease
 }
 
 // Namespace is a namespace that has been written to.
@@ -99,18 +169,19 @@ type Namespace struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// TaskFilter selects tasks for listing, newest first.
+// TaskFilter selects tasks for listing, newest first. It speaks stored
+// states: the core turns the visible "scheduled" and "ready" into State
+// ready with a RunAt bound (tessera.StoredFilter).
 type TaskFilter struct {
-	State string // a visible state, or "" for any
+	tessera.StateFilter
 	Queue string
 	Label string
 	// Before is the id the previous page ended at ("" = from the newest).
 	Before string
 	Limit  int
-	Now    time.Time
 }
 
-// QueueCount is the number of tasks in one queue and visible state.
+// QueueCount is the number of tasks in one queue and state.
 type QueueCount struct {
 	Queue string
 	State string
@@ -129,6 +200,28 @@ type Idempotency struct {
 	CreatedAt   time.Time
 }
 
+// Retry runs attempt until it succeeds, fails with an error that is not
+// ErrRetry, or has run MaxAttempts times; between attempts it waits a
+// short, growing, jittered pause so racing transactions fall out of step.
+// Backends' Update uses it around each whole transaction.
+func Retry(ctx context.Context, attempt func() error) error {
+	var err error
+	for i := range MaxAttempts {
+		if err = attempt(); !errors.Is(err, ErrRetry) {
+			return err
+		}
+		pause := time.Duration(1<<i) * 100 * time.Microsecond
+		t := time.NewTimer(pause + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("after %d attempts: %w", MaxAttempts, err)
+}
+
 // Refusing returns a Store that answers every call with err: what a server
 // serves from when its store could not be opened (say, the storage
 // allowance refused the schema's creation), so discovery still answers and
@@ -139,4 +232,5 @@ type refusing struct{ err error }
 
 func (r refusing) Update(context.Context, func(Tx) error) error { return r.err }
 func (r refusing) View(context.Context, func(Tx) error) error   { return r.err }
+func (r refusing) Listen(func(string))                          {}
 func (r refusing) Close() error                                 { return nil }

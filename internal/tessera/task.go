@@ -48,6 +48,12 @@ type Task struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	Error           string          `json:"error,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
+	// FinishedAt is when the task reached a terminal state; retention
+	// deletes finished tasks some time after it.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Version counts the task's changes: the store writes a change only
+	// over the version it was read at (store.Tx.TaskUpdate).
+	Version int64 `json:"-"`
 	// Lease is the live (or lapsed but unnoticed) lease, without its token.
 	Lease *Lease `json:"lease,omitempty"`
 	// Runs is filled only when a task is read with its history.
@@ -61,6 +67,47 @@ func (t *Task) VisibleState(now time.Time) string {
 		return StateScheduled
 	}
 	return t.State
+}
+
+// Copy returns a copy of t that shares nothing mutable with it but the
+// JSON values and labels, which are never changed in place: what a change
+// is written over (store.Tx.TaskUpdate takes the task as read and as
+// changed).
+func (t *Task) Copy() *Task {
+	c := *t
+	if t.Lease != nil {
+		l := *t.Lease
+		c.Lease = &l
+	}
+	return &c
+}
+
+// StateFilter selects tasks by what the store keeps: a stored state and a
+// bound on run_at. StoredFilter is the one place a visible state becomes
+// one.
+type StateFilter struct {
+	State string // a stored state, or "" for any
+	// RunAtUpTo keeps tasks whose run_at is at or before it; RunAtAfter
+	// those whose run_at is after it. Zero: no bound.
+	RunAtUpTo, RunAtAfter time.Time
+}
+
+// StoredFilter turns a visible state (or "") at now into a StateFilter:
+// scheduled is ready with run_at after now, ready is ready with run_at
+// come; the others are stored as they are seen.
+func StoredFilter(visible string, now time.Time) StateFilter {
+	switch visible {
+	case StateScheduled:
+		return StateFilter{State: StateReady, RunAtAfter: now}
+	case StateReady:
+		return StateFilter{State: StateReady, RunAtUpTo: now}
+	}
+	return StateFilter{State: visible}
+}
+
+// ValueBytes is what a task's values weigh in a listing's byte budget.
+func (t *Task) ValueBytes() int {
+	return len(t.Brief) + len(t.Payload) + len(t.Result) + len(t.Progress)
 }
 
 // Lease is a claim on a task. Token is set only in the claim response.

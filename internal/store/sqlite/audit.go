@@ -29,7 +29,7 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 	if e.RunID != "" {
 		run = e.RunID
 	}
-	_, err := t.c.exec(`INSERT INTO audit_events (`+auditEventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.c.exec(ctx, `INSERT INTO audit_events (`+auditEventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Namespace, e.ID, e.Time, e.PrincipalID, e.KeyID, e.Action, e.Target, run, e.Status, e.IPHash, e.Public)
 	return err
 }
@@ -40,7 +40,13 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 // its WHERE clause and arguments.
 func auditScope(f store.AuditFilter, table string) (string, string, []any) {
 	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
-	if f.Namespace == "" {
+	switch {
+	case f.Namespace != "":
+	case f.PrincipalID != "":
+		// A principal's reads visit the namespaces it was seen in, so
+		// their cost does not grow with the namespaces of everyone else.
+		where, args = ` WHERE namespace IN (SELECT namespace FROM principal_namespaces WHERE principal_id = ?)`, []any{f.PrincipalID}
+	default:
 		with, where, args = fmt.Sprintf(auditNamespaces, table), ` WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL)`, nil
 	}
 	if f.PrincipalID != "" {
@@ -67,7 +73,7 @@ func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.Au
 	}
 	args = append(args, f.Limit)
 	var out []tessera.AuditEvent
-	err := t.c.query(with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`, args, func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`, args, func(s *sqlite3.Stmt) error {
 		out = append(out, tessera.AuditEvent{
 			Namespace: s.ColumnText(0), ID: s.ColumnText(1), Time: colTime(s, 2), PrincipalID: s.ColumnText(3),
 			KeyID: s.ColumnText(4), Action: s.ColumnText(5), Target: s.ColumnText(6), RunID: s.ColumnText(7),
@@ -80,7 +86,7 @@ func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.Au
 
 func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) error {
 	for _, c := range cs {
-		if _, err := t.c.exec(`INSERT INTO audit_counters (namespace, minute, principal_id, action, outcome, count)
+		if _, err := t.c.exec(ctx, `INSERT INTO audit_counters (namespace, minute, principal_id, action, outcome, count)
  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET count = count + excluded.count`,
 			c.Namespace, c.Minute.Unix()/60, c.PrincipalID, c.Action, c.Outcome, c.Count); err != nil {
 			return err
@@ -99,7 +105,7 @@ func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.
 	}
 	args = append(args, f.Limit)
 	var out []tessera.AuditCounter
-	err := t.c.query(with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
+	err := t.c.query(ctx, with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
 		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`, args, func(s *sqlite3.Stmt) error {
 		out = append(out, tessera.AuditCounter{
 			Namespace: s.ColumnText(0), Minute: time.Unix(s.ColumnInt64(1)*60, 0).UTC(), PrincipalID: s.ColumnText(2),
@@ -112,7 +118,7 @@ func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.
 
 func (t *tx) SaltGet(ctx context.Context, day string) ([]byte, error) {
 	var salt []byte
-	err := t.one(`SELECT salt FROM ip_salts WHERE day = ?`, []any{day}, func(s *sqlite3.Stmt) error {
+	err := t.one(ctx, `SELECT salt FROM ip_salts WHERE day = ?`, []any{day}, func(s *sqlite3.Stmt) error {
 		salt = colBlob(s, 0)
 		return nil
 	})
@@ -120,7 +126,7 @@ func (t *tx) SaltGet(ctx context.Context, day string) ([]byte, error) {
 }
 
 func (t *tx) SaltPut(ctx context.Context, day string, salt []byte) ([]byte, error) {
-	if _, err := t.c.exec(`INSERT INTO ip_salts (day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, day, salt); err != nil {
+	if _, err := t.c.exec(ctx, `INSERT INTO ip_salts (day, salt) VALUES (?, ?) ON CONFLICT DO NOTHING`, day, salt); err != nil {
 		return nil, err
 	}
 	return t.SaltGet(ctx, day)
@@ -128,7 +134,7 @@ func (t *tx) SaltPut(ctx context.Context, day string, salt []byte) ([]byte, erro
 
 func (t *tx) IdentityGet(ctx context.Context, ns, principalID string) (*tessera.NamespaceIdentity, error) {
 	var id *tessera.NamespaceIdentity
-	err := t.one(`SELECT account, kind, display_name, seen_at FROM namespace_identities WHERE namespace = ? AND principal_id = ?`,
+	err := t.one(ctx, `SELECT account, kind, display_name, seen_at FROM namespace_identities WHERE namespace = ? AND principal_id = ?`,
 		[]any{ns, principalID}, func(s *sqlite3.Stmt) error {
 			id = &tessera.NamespaceIdentity{Namespace: ns, PrincipalID: principalID, Account: s.ColumnText(0),
 				Kind: s.ColumnText(1), DisplayName: s.ColumnText(2), SeenAt: colTime(s, 3)}
@@ -138,45 +144,50 @@ func (t *tx) IdentityGet(ctx context.Context, ns, principalID string) (*tessera.
 }
 
 func (t *tx) IdentityPut(ctx context.Context, id *tessera.NamespaceIdentity) error {
-	_, err := t.c.exec(`INSERT INTO namespace_identities (namespace, principal_id, account, kind, display_name, seen_at)
+	_, err := t.c.exec(ctx, `INSERT INTO namespace_identities (namespace, principal_id, account, kind, display_name, seen_at)
  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET account = excluded.account, kind = excluded.kind,
  display_name = excluded.display_name, seen_at = excluded.seen_at`,
 		id.Namespace, id.PrincipalID, id.Account, id.Kind, id.DisplayName, id.SeenAt)
 	return err
 }
 
+func (t *tx) PrincipalNamespaceAdd(ctx context.Context, principalID, ns string) error {
+	_, err := t.c.exec(ctx, `INSERT INTO principal_namespaces (principal_id, namespace) VALUES (?, ?) ON CONFLICT DO NOTHING`, principalID, ns)
+	return err
+}
+
 func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error {
-	return mustChange(t.c.exec(`UPDATE principals SET last_used_at = ? WHERE id = ?`, at, id))
+	return mustChange(t.c.exec(ctx, `UPDATE principals SET last_used_at = ? WHERE id = ?`, at, id))
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
+	n, err := t.c.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
  SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < ? LIMIT ?)`,
 		tessera.IDFloor(before), limit)
 	return int(n), err
 }
 
 func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.c.exec(fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
+	n, err := t.c.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
  SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
  WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < ? LIMIT ?)`, before.Unix()/60, limit)
 	return int(n), err
 }
 
 func (t *tx) IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.c.exec(`DELETE FROM idempotency WHERE (namespace, principal_id, route, key) IN (
+	n, err := t.c.exec(ctx, `DELETE FROM idempotency WHERE (namespace, principal_id, route, key) IN (
  SELECT namespace, principal_id, route, key FROM idempotency WHERE created_at < ? LIMIT ?)`, before, limit)
 	return int(n), err
 }
 
 func (t *tx) SaltsPurge(ctx context.Context, beforeDay string) (int, error) {
-	n, err := t.c.exec(`DELETE FROM ip_salts WHERE day < ?`, beforeDay)
+	n, err := t.c.exec(ctx, `DELETE FROM ip_salts WHERE day < ?`, beforeDay)
 	return int(n), err
 }
 
 func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	var ids []any
-	err := t.c.query(`SELECT id FROM principals WHERE purge_at IS NOT NULL AND purge_at < ? ORDER BY purge_at LIMIT ?`,
+	err := t.c.query(ctx, `SELECT id FROM principals WHERE purge_at IS NOT NULL AND purge_at < ? ORDER BY purge_at LIMIT ?`,
 		[]any{before, limit}, func(s *sqlite3.Stmt) error {
 			ids = append(ids, s.ColumnText(0))
 			return nil
@@ -185,9 +196,12 @@ func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (
 		return 0, err
 	}
 	list := "?" + strings.Repeat(", ?", len(ids)-1)
-	if _, err := t.c.exec(`DELETE FROM keys WHERE principal_id IN (`+list+`)`, ids...); err != nil {
+	if _, err := t.c.exec(ctx, `DELETE FROM keys WHERE principal_id IN (`+list+`)`, ids...); err != nil {
 		return 0, err
 	}
-	n, err := t.c.exec(`DELETE FROM principals WHERE id IN (`+list+`)`, ids...)
+	if _, err := t.c.exec(ctx, `DELETE FROM principal_namespaces WHERE principal_id IN (`+list+`)`, ids...); err != nil {
+		return 0, err
+	}
+	n, err := t.c.exec(ctx, `DELETE FROM principals WHERE id IN (`+list+`)`, ids...)
 	return int(n), err
 }

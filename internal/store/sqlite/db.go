@@ -1,10 +1,14 @@
 // Package sqlite is the embedded store: one SQLite file in WAL mode, used
 // through the ncruces driver's direct API so every statement passes one
-// place that meters rows (preupdate hook, rows stepped, full-scan steps).
+// place that meters rows (preupdate hook, rows stepped, full-scan steps)
+// and enforces the storage allowance.
 //
-// Writes go through a single connection, one transaction at a time (SQLite
-// has one writer anyway; serializing in process avoids busy retries and makes
-// claims trivially exclusive). Reads use a small pool of query-only
+// Writes go through a single connection, one transaction at a time. SQLite
+// has one writer anyway; serializing in process avoids busy retries, and it
+// is why this backend needs no row locks: a claim's single UPDATE picks and
+// leases its task with no other writer in between. The seam's conditional
+// writes (store.ErrStale) therefore never fail here; they are for backends
+// with concurrent writers. Reads use a small pool of query-only
 // connections that see WAL snapshots and never wait for the writer.
 package sqlite
 
@@ -41,12 +45,18 @@ type DB struct {
 	closed bool
 
 	readers chan *conn
-	// indexes counts the indexes of each table: a row written to a table
-	// costs one entry in it plus one per index (SPEC §14).
-	indexes map[string]int64
+	// indexes is each table's secondary indexes as the meter sees them:
+	// a row written costs one entry plus one per index entry it touches
+	// (SPEC §14).
+	indexes map[string][]index
+
+	listen func(topic string)
 }
 
-var _ store.Store = (*DB)(nil)
+var (
+	_ store.Store  = (*DB)(nil)
+	_ meter.Ledger = (*DB)(nil)
+)
 
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date. An up-to-date store is opened without writing.
@@ -77,17 +87,14 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 		c.guard = db.guard
 		db.readers <- c
 	}
-	if db.indexes, err = indexCounts(); err != nil {
+	if db.indexes, err = readIndexes(db.writer.c); err != nil {
 		db.Close()
 		return nil, err
 	}
+	db.writer.indexes = db.indexes
 	db.writer.c.PreUpdateHook(db.writer.countWrite)
 	return db, nil
 }
-
-// IndexCount is how many secondary indexes the meter counts for table: a
-// row written there costs 1 + IndexCount rows.
-func (db *DB) IndexCount(table string) int64 { return db.indexes[table] }
 
 // Close closes every connection. In-flight transactions finish first.
 func (db *DB) Close() error {
@@ -106,21 +113,41 @@ func (db *DB) Close() error {
 	return err
 }
 
-// Update runs fn in a write transaction (BEGIN IMMEDIATE).
+// Listen sets the receiver of notified topics. With one process there is
+// one node: a committed transaction's topics go straight to it.
+func (db *DB) Listen(fn func(topic string)) { db.listen = fn }
+
+// Update runs fn in a write transaction (BEGIN IMMEDIATE), again if fn asks
+// for a retry (store.ErrRetry), and delivers the transaction's topics once
+// it committed.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
-	if err := ctx.Err(); err != nil {
+	var topics []string
+	err := store.Retry(ctx, func() (err error) {
+		topics, err = db.updateOnce(ctx, fn)
 		return err
+	})
+	if err == nil && db.listen != nil {
+		for _, t := range topics {
+			db.listen(t)
+		}
+	}
+	return err
+}
+
+func (db *DB) updateOnce(ctx context.Context, fn func(store.Tx) error) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	if db.closed {
-		return errors.New("sqlite: store closed")
+		return nil, errors.New("sqlite: store closed")
 	}
 	c := db.writer
 	c.reset()
 	refusing := db.meter.WriteRefusal() != nil
 	if err := c.queryOnly(refusing); err != nil {
-		return err
+		return nil, err
 	}
 	// Under query_only SQLite will not take the write lock, and nothing
 	// may write anyway: a plain BEGIN lets the reads through.
@@ -128,15 +155,14 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if refusing {
 		begin = "BEGIN"
 	}
-	err := c.transact(begin, func() error { return fn(&tx{c: c}) })
-	var written int64
-	if err == nil {
-		for table, n := range c.rowsByTable {
-			written += n * (1 + db.indexes[table])
-		}
+	t := &tx{c: c}
+	err := c.transact(ctx, begin, func() error { return fn(t) })
+	written := c.rowsWritten
+	if err != nil {
+		written = 0
 	}
 	db.meter.Add(ctx, written, c.rowsRead)
-	return err
+	return t.topics, err
 }
 
 // View runs fn in a read transaction on a pooled query-only connection.
@@ -152,7 +178,7 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 		return errors.New("sqlite: store closed")
 	}
 	c.reset()
-	err := c.transact("BEGIN", func() error { return fn(&tx{c: c}) })
+	err := c.transact(ctx, "BEGIN", func() error { return fn(&tx{c: c}) })
 	db.meter.Add(ctx, 0, c.rowsRead)
 	return err
 }
@@ -160,7 +186,7 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 func (db *DB) migrate(ctx context.Context) error {
 	c := db.writer
 	var version int
-	if err := c.query("PRAGMA user_version", nil, func(s *sqlite3.Stmt) error {
+	if err := c.query(ctx, "PRAGMA user_version", nil, func(s *sqlite3.Stmt) error {
 		version = s.ColumnInt(0)
 		return nil
 	}); err != nil {
@@ -182,7 +208,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	// The missing migrations run in one transaction, so a crash leaves the
 	// store at its old version, never half-migrated.
-	return c.transact("BEGIN IMMEDIATE", func() error {
+	return c.transact(ctx, "BEGIN IMMEDIATE", func() error {
 		for i, name := range files[version:] {
 			sql, err := migrationFS.ReadFile(name)
 			if err != nil {
@@ -199,38 +225,67 @@ func (db *DB) migrate(ctx context.Context) error {
 	})
 }
 
-// indexRE finds the index statements of the migrations.
-var indexRE = regexp.MustCompile(`(?is)\b(CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+(\w+)|DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?(\w+))`)
+// index is a secondary index as the meter sees it: the table columns it
+// holds (key columns and, for a partial index, the column its predicate
+// tests), and for a partial index "WHERE c IS NOT NULL" that column — a
+// row whose c is NULL has no entry in it. An index with any other
+// predicate is counted as if every row had an entry: an upper bound.
+type index struct {
+	cols    []int
+	notNull int // column of a "WHERE c IS NOT NULL" index; -1 for none
+}
 
-// indexCounts derives how many secondary indexes each table has from the
-// migrations themselves, so a cold start need not read the schema to meter
-// (TestIndexCountsMatchSchema holds this to sqlite_schema). Every table is
-// WITHOUT ROWID, so no table has a hidden rowid index to count.
-func indexCounts() (map[string]int64, error) {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
+var notNullRE = regexp.MustCompile(`(?is)\bWHERE\s+"?(\w+)"?\s+IS\s+NOT\s+NULL\s*;?\s*$`)
+
+// readIndexes learns every table's secondary indexes from the schema
+// itself. It reads the schema, not the tables, and is not metered: it is
+// the store's bookkeeping, not a request's. Every table is WITHOUT ROWID,
+// so no table has a hidden rowid index to count.
+func readIndexes(c *sqlite3.Conn) (map[string][]index, error) {
+	type def struct{ name, table, sql string }
+	var defs []def
+	if err := rawQuery(c, `SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL`, func(s *sqlite3.Stmt) {
+		defs = append(defs, def{s.ColumnText(0), s.ColumnText(1), s.ColumnText(2)})
+	}); err != nil {
 		return nil, err
 	}
-	slices.Sort(files)
-	table := map[string]string{} // index → table
-	for _, name := range files {
-		sql, err := migrationFS.ReadFile(name)
-		if err != nil {
+	out := map[string][]index{}
+	for _, d := range defs {
+		ix := index{notNull: -1}
+		if err := rawQuery(c, `SELECT cid FROM pragma_index_info(?)`, func(s *sqlite3.Stmt) {
+			ix.cols = append(ix.cols, s.ColumnInt(0))
+		}, d.name); err != nil {
 			return nil, err
 		}
-		for _, m := range indexRE.FindAllStringSubmatch(string(sql), -1) {
-			if m[2] != "" {
-				table[strings.ToLower(m[2])] = strings.ToLower(m[3])
-			} else {
-				delete(table, strings.ToLower(m[4]))
+		if m := notNullRE.FindStringSubmatch(d.sql); m != nil {
+			if err := rawQuery(c, `SELECT cid FROM pragma_table_info(?) WHERE name = ?`, func(s *sqlite3.Stmt) {
+				ix.notNull = s.ColumnInt(0)
+			}, d.table, m[1]); err != nil {
+				return nil, err
+			}
+			if ix.notNull >= 0 && !slices.Contains(ix.cols, ix.notNull) {
+				ix.cols = append(ix.cols, ix.notNull)
 			}
 		}
+		out[strings.ToLower(d.table)] = append(out[strings.ToLower(d.table)], ix)
 	}
-	counts := map[string]int64{}
-	for _, t := range table {
-		counts[t]++
+	return out, nil
+}
+
+// rawQuery runs one statement outside the meter and the guard.
+func rawQuery(c *sqlite3.Conn, sql string, each func(*sqlite3.Stmt), args ...any) error {
+	s, _, err := c.Prepare(sql)
+	if err != nil {
+		return fmt.Errorf("prepare %q: %w", firstLine(sql), err)
 	}
-	return counts, nil
+	defer s.Close()
+	if err := bind(s, args); err != nil {
+		return err
+	}
+	for s.Step() {
+		each(s)
+	}
+	return s.Err()
 }
 
 // conn is one SQLite connection with its prepared statements and the rows
@@ -239,8 +294,9 @@ type conn struct {
 	c     *sqlite3.Conn
 	stmts map[string]*sqlite3.Stmt
 
+	indexes     map[string][]index
 	rowsRead    int64
-	rowsByTable map[string]int64
+	rowsWritten int64
 
 	// guard refuses statements a spent allowance does not permit.
 	guard func(readOnly bool) error
@@ -295,7 +351,7 @@ func openConn(path string, readOnly bool) (*conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("configure %s: %w", path, err)
 	}
-	return &conn{c: c, stmts: map[string]*sqlite3.Stmt{}, rowsByTable: map[string]int64{}, readOnlyMode: readOnly}, nil
+	return &conn{c: c, stmts: map[string]*sqlite3.Stmt{}, readOnlyMode: readOnly}, nil
 }
 
 func (c *conn) close() error {
@@ -306,19 +362,72 @@ func (c *conn) close() error {
 }
 
 func (c *conn) reset() {
-	c.rowsRead = 0
-	clear(c.rowsByTable)
+	c.rowsRead, c.rowsWritten = 0, 0
 }
 
 // countWrite is the preupdate hook: unlike the update hook it also sees
-// WITHOUT ROWID tables and the implicit delete of a REPLACE.
+// WITHOUT ROWID tables, rows written by triggers and the implicit delete
+// of a REPLACE. A row costs one, plus one per index entry it inserts,
+// deletes or moves: an update that changes none of an index's columns
+// leaves that index alone, as SQLite itself does.
 func (c *conn) countWrite(d sqlite3.PreUpdateData) {
-	c.rowsByTable[d.Table]++
+	n := int64(1)
+	for _, ix := range c.indexes[strings.ToLower(d.Table)] {
+		if ix.touched(&d) {
+			n++
+		}
+	}
+	c.rowsWritten += n
+}
+
+func (ix *index) touched(d *sqlite3.PreUpdateData) bool {
+	present := func(get func(int) (sqlite3.Value, error)) bool {
+		if ix.notNull < 0 {
+			return true
+		}
+		v, err := get(ix.notNull)
+		return err != nil || v.Type() != sqlite3.NULL
+	}
+	switch d.Op {
+	case sqlite3.AUTH_INSERT:
+		return present(d.New)
+	case sqlite3.AUTH_DELETE:
+		return present(d.Old)
+	}
+	if !present(d.Old) && !present(d.New) {
+		return false
+	}
+	for _, col := range ix.cols {
+		o, err1 := d.Old(col)
+		n, err2 := d.New(col)
+		if err1 != nil || err2 != nil || !sameValue(o, n) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameValue(a, b sqlite3.Value) bool {
+	if a.Type() != b.Type() {
+		return false
+	}
+	switch a.Type() {
+	case sqlite3.NULL:
+		return true
+	case sqlite3.INTEGER:
+		return a.Int64() == b.Int64()
+	case sqlite3.FLOAT:
+		return a.Float() == b.Float()
+	case sqlite3.TEXT:
+		return string(a.RawText()) == string(b.RawText())
+	}
+	return string(a.RawBlob()) == string(b.RawBlob())
 }
 
 // transact runs fn between begin and COMMIT, rolling back on error or panic.
-// Rows counted by the hook for a rolled-back transaction are discarded.
-func (c *conn) transact(begin string, fn func() error) (err error) {
+// Rows counted by the hook for a rolled-back transaction are discarded by
+// the caller. ctx interrupts a statement that runs past its deadline.
+func (c *conn) transact(ctx context.Context, begin string, fn func() error) (err error) {
 	if err := c.c.Exec(begin); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -326,7 +435,6 @@ func (c *conn) transact(begin string, fn func() error) (err error) {
 	defer func() {
 		if !committed {
 			_ = c.c.Exec("ROLLBACK")
-			clear(c.rowsByTable)
 		}
 	}()
 	if err := fn(); err != nil {
@@ -360,7 +468,10 @@ var traceSQL func(sql string)
 
 // query runs one statement, calling each for every row it returns. Rows
 // returned and rows visited by full scans count as rows read.
-func (c *conn) query(sql string, args []any, each func(*sqlite3.Stmt) error) (err error) {
+func (c *conn) query(ctx context.Context, sql string, args []any, each func(*sqlite3.Stmt) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s, err := c.prepare(sql)
 	if err != nil {
 		return err
@@ -376,7 +487,6 @@ func (c *conn) query(sql string, args []any, each func(*sqlite3.Stmt) error) (er
 	defer func() {
 		c.rowsRead += int64(s.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, true))
 		err = errors.Join(err, s.Reset())
-		_ = s.ClearBindings()
 	}()
 	if err := bind(s, args); err != nil {
 		return fmt.Errorf("bind %q: %w", firstLine(sql), err)
@@ -396,8 +506,8 @@ func (c *conn) query(sql string, args []any, each func(*sqlite3.Stmt) error) (er
 }
 
 // exec runs one statement and returns how many rows it changed.
-func (c *conn) exec(sql string, args ...any) (int64, error) {
-	if err := c.query(sql, args, nil); err != nil {
+func (c *conn) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if err := c.query(ctx, sql, args, nil); err != nil {
 		return 0, err
 	}
 	return c.c.Changes(), nil

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"slices"
 
 	"encoding/json"
 	"fmt"
@@ -14,14 +15,23 @@ import (
 )
 
 // tx implements store.Tx on the connection that holds the transaction.
-type tx struct{ c *conn }
+type tx struct {
+	c      *conn
+	topics []string // notified when the transaction commits
+}
 
 var _ store.Tx = (*tx)(nil)
 
+func (t *tx) Notify(_ context.Context, topic string) {
+	if !slices.Contains(t.topics, topic) {
+		t.topics = append(t.topics, topic)
+	}
+}
+
 // one runs a query expected to return at most one row; ErrNotFound if none.
-func (t *tx) one(sql string, args []any, scan func(*sqlite3.Stmt) error) error {
+func (t *tx) one(ctx context.Context, sql string, args []any, scan func(*sqlite3.Stmt) error) error {
 	found := false
-	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
 		found = true
 		return scan(s)
 	})
@@ -54,7 +64,7 @@ func scanPrincipal(s *sqlite3.Stmt, off int) *tessera.Principal {
 }
 
 func (t *tx) PrincipalCreate(ctx context.Context, p *tessera.Principal) error {
-	_, err := t.c.exec(`INSERT INTO principals (`+principalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.c.exec(ctx, `INSERT INTO principals (`+principalCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.Kind, p.Account, p.DisplayName, p.CreatedAt, p.LastUsedAt, p.PurgeAt)
 	if err != nil {
 		return fmt.Errorf("insert principal %s: %w", p.ID, err)
@@ -64,7 +74,7 @@ func (t *tx) PrincipalCreate(ctx context.Context, p *tessera.Principal) error {
 
 func (t *tx) PrincipalGet(ctx context.Context, id string) (*tessera.Principal, error) {
 	var p *tessera.Principal
-	err := t.one(`SELECT `+principalCols+` FROM principals WHERE id = ?`, []any{id}, func(s *sqlite3.Stmt) error {
+	err := t.one(ctx, `SELECT `+principalCols+` FROM principals WHERE id = ?`, []any{id}, func(s *sqlite3.Stmt) error {
 		p = scanPrincipal(s, 0)
 		return nil
 	})
@@ -72,13 +82,13 @@ func (t *tx) PrincipalGet(ctx context.Context, id string) (*tessera.Principal, e
 }
 
 func (t *tx) PrincipalUpdate(ctx context.Context, p *tessera.Principal) error {
-	return mustChange(t.c.exec(`UPDATE principals SET kind = ?, account = ?, display_name = ?, last_used_at = ?, purge_at = ? WHERE id = ?`,
+	return mustChange(t.c.exec(ctx, `UPDATE principals SET kind = ?, account = ?, display_name = ?, last_used_at = ?, purge_at = ? WHERE id = ?`,
 		p.Kind, p.Account, p.DisplayName, p.LastUsedAt, p.PurgeAt, p.ID))
 }
 
 func (t *tx) PrincipalList(ctx context.Context, after string, limit int) ([]tessera.Principal, error) {
 	var out []tessera.Principal
-	err := t.c.query(`SELECT `+principalCols+` FROM principals WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
+	err := t.c.query(ctx, `SELECT `+principalCols+` FROM principals WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
 		func(s *sqlite3.Stmt) error {
 			out = append(out, *scanPrincipal(s, 0))
 			return nil
@@ -87,7 +97,7 @@ func (t *tx) PrincipalList(ctx context.Context, after string, limit int) ([]tess
 }
 
 func (t *tx) PrincipalAny(ctx context.Context) (bool, error) {
-	err := t.one(`SELECT 1 FROM principals LIMIT 1`, nil, func(*sqlite3.Stmt) error { return nil })
+	err := t.one(ctx, `SELECT 1 FROM principals LIMIT 1`, nil, func(*sqlite3.Stmt) error { return nil })
 	if err == store.ErrNotFound {
 		return false, nil
 	}
@@ -116,7 +126,7 @@ func (t *tx) KeyCreate(ctx context.Context, k *tessera.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.c.exec(`INSERT INTO keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err = t.c.exec(ctx, `INSERT INTO keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.PrincipalID, k.SecretHash, string(scopes), k.ExpiresAt, k.RevokedAt, k.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("insert key %s: %w", k.ID, err)
@@ -130,7 +140,7 @@ func (t *tx) KeyLookup(ctx context.Context, id string) (*tessera.Key, *tessera.P
 		p   *tessera.Principal
 		err error
 	)
-	qerr := t.one(`SELECT k.id, k.principal_id, k.secret_hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, `+
+	qerr := t.one(ctx, `SELECT k.id, k.principal_id, k.secret_hash, k.scopes, k.expires_at, k.revoked_at, k.created_at, `+
 		`p.id, p.kind, p.account, p.display_name, p.created_at, p.last_used_at, p.purge_at `+
 		`FROM keys k JOIN principals p ON p.id = k.principal_id WHERE k.id = ?`, []any{id},
 		func(s *sqlite3.Stmt) error {
@@ -143,7 +153,7 @@ func (t *tx) KeyLookup(ctx context.Context, id string) (*tessera.Key, *tessera.P
 
 func (t *tx) KeyList(ctx context.Context, after string, limit int) ([]tessera.Key, error) {
 	var out []tessera.Key
-	err := t.c.query(`SELECT `+keyCols+` FROM keys WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
+	err := t.c.query(ctx, `SELECT `+keyCols+` FROM keys WHERE id > ? ORDER BY id LIMIT ?`, []any{after, limit},
 		func(s *sqlite3.Stmt) error {
 			k, err := scanKey(s)
 			if err == nil {
@@ -155,26 +165,64 @@ func (t *tx) KeyList(ctx context.Context, after string, limit int) ([]tessera.Ke
 }
 
 func (t *tx) KeyRevoke(ctx context.Context, id string, at time.Time) error {
-	return mustChange(t.c.exec(`UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, at, id))
+	return mustChange(t.c.exec(ctx, `UPDATE keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, at, id))
 }
 
 func (t *tx) NamespaceEnsure(ctx context.Context, name string, now time.Time) (bool, error) {
-	n, err := t.c.exec(`INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, now)
+	n, err := t.c.exec(ctx, `INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, now)
 	return n > 0, err
 }
 
-func (t *tx) NamespaceList(ctx context.Context) ([]store.Namespace, error) {
+func (t *tx) NamespaceList(ctx context.Context, after string, limit int) ([]store.Namespace, error) {
 	var out []store.Namespace
-	err := t.c.query(`SELECT name, created_at FROM namespaces ORDER BY name`, nil, func(s *sqlite3.Stmt) error {
-		out = append(out, store.Namespace{Name: s.ColumnText(0), CreatedAt: colTime(s, 1)})
-		return nil
-	})
+	err := t.c.query(ctx, `SELECT name, created_at FROM namespaces WHERE name > ? ORDER BY name LIMIT ?`, []any{after, limit},
+		func(s *sqlite3.Stmt) error {
+			out = append(out, store.Namespace{Name: s.ColumnText(0), CreatedAt: colTime(s, 1)})
+			return nil
+		})
 	return out, err
+}
+
+// namespaceTables are the tables a namespace purge empties, children before
+// parents, each with its primary key (every one leads with namespace).
+var namespaceTables = []struct{ table, key string }{
+	{"task_events", "namespace, task_id, seq"},
+	{"runs", "namespace, task_id, run_id"},
+	{"tasks", "namespace, id"},
+	{"task_counts", "namespace, queue, state, public, shard"},
+	{"record_versions", "namespace, bucket, key, version"},
+	{"record_heads", "namespace, bucket, key"},
+	{"buckets", "namespace, name"},
+	{"blob_readers", "namespace, sha256, principal_id"},
+	{"blobs", "namespace, sha256"},
+	{"uploads", "namespace, id"},
+	{"namespace_settings", "namespace"},
+	{"idempotency", "namespace, principal_id, route, key"},
+}
+
+func (t *tx) NamespacePurge(ctx context.Context, ns string, limit int) (int, error) {
+	deleted := 0
+	for _, nt := range namespaceTables {
+		if deleted >= limit {
+			return deleted, nil
+		}
+		n, err := t.c.exec(ctx, `DELETE FROM `+nt.table+` WHERE (`+nt.key+`) IN (SELECT `+nt.key+` FROM `+nt.table+` WHERE namespace = ? LIMIT ?)`,
+			ns, limit-deleted)
+		if err != nil {
+			return deleted, fmt.Errorf("purge %s of %s: %w", nt.table, ns, err)
+		}
+		deleted += int(n)
+	}
+	if deleted > 0 {
+		return deleted, nil
+	}
+	_, err := t.c.exec(ctx, `DELETE FROM namespaces WHERE name = ?`, ns)
+	return 0, err
 }
 
 func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key string) (*store.Idempotency, error) {
 	var e *store.Idempotency
-	err := t.one(`SELECT request_hash, response, created_at FROM idempotency WHERE namespace = ? AND principal_id = ? AND route = ? AND key = ?`,
+	err := t.one(ctx, `SELECT request_hash, response, created_at FROM idempotency WHERE namespace = ? AND principal_id = ? AND route = ? AND key = ?`,
 		[]any{ns, principalID, route, key}, func(s *sqlite3.Stmt) error {
 			e = &store.Idempotency{Namespace: ns, PrincipalID: principalID, Route: route, Key: key,
 				RequestHash: colBlob(s, 0), Response: colBlob(s, 1), CreatedAt: colTime(s, 2)}
@@ -183,8 +231,8 @@ func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key str
 	return e, err
 }
 
-func (t *tx) IdempotencyPut(ctx context.Context, e *store.Idempotency) error {
-	_, err := t.c.exec(`INSERT INTO idempotency (namespace, principal_id, route, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
-	return err
+func (t *tx) IdempotencyPut(ctx context.Context, e *store.Idempotency) (bool, error) {
+	n, err := t.c.exec(ctx, `INSERT INTO idempotency (namespace, principal_id, route, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+ ON CONFLICT DO NOTHING`, e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
+	return n > 0, err
 }

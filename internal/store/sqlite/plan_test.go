@@ -92,7 +92,7 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 	for _, sql := range seen {
 		var plan []string
 		err := db.View(ctx, func(st store.Tx) error {
-			return st.(*tx).c.query("EXPLAIN QUERY PLAN "+sql, placeholders(sql), func(s *sqlite3.Stmt) error {
+			return st.(*tx).c.query(context.Background(), "EXPLAIN QUERY PLAN "+sql, placeholders(sql), func(s *sqlite3.Stmt) error {
 				plan = append(plan, s.ColumnText(3))
 				return nil
 			})

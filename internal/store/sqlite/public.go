@@ -12,19 +12,52 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// The public state reads. The tables they walk (public_counts,
-// public_tasks, public_ready, public_events) are kept by the triggers of
-// migration 0004, so every read here costs the rows it returns plus a few
-// seeks, whatever the number of tasks and events in the namespace.
+// The queue statistics and public state reads. The tables they walk
+// (task_counts, task_ready, public_tasks, public_events) are kept by the
+// triggers of migrations 0004 and 0006, and lapsed leases are found
+// through the claim index by expiry, so every read here costs the rows it
+// returns plus a few seeks, whatever the number of tasks and events in the
+// namespace.
 
-func (t *tx) PublicCounts(ctx context.Context, ns string) ([]store.QueueCount, error) {
-	var out []store.QueueCount
-	err := t.c.query(`SELECT queue, state, count FROM public_counts WHERE namespace = ? ORDER BY queue, state`,
-		[]any{ns}, func(s *sqlite3.Stmt) error {
-			out = append(out, store.QueueCount{Queue: s.ColumnText(0), State: s.ColumnText(1), Count: s.ColumnInt(2)})
-			return nil
-		})
-	return out, err
+// visibilities are the values of the public column a read covers.
+func visibilities(v store.Visibility) []bool {
+	if v == store.PublicOnly {
+		return []bool{true}
+	}
+	return []bool{false, true}
+}
+
+func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility) ([]store.QueueCount, error) {
+	sql := `SELECT queue, state, sum(count) FROM task_counts WHERE namespace = ?`
+	if v == store.PublicOnly {
+		sql += ` AND public`
+	}
+	var rows []store.QueueCount
+	err := t.c.query(ctx, sql+` GROUP BY queue, state ORDER BY queue, state`, []any{ns}, func(s *sqlite3.Stmt) error {
+		rows = append(rows, store.QueueCount{Queue: s.ColumnText(0), State: s.ColumnText(1), Count: s.ColumnInt(2)})
+		return nil
+	})
+	return readyFromAll(rows), err
+}
+
+// readyFromAll turns counts rows that hold 'all' (every task of a queue)
+// and no ready row into rows with ready: 'all' less the other states.
+// Rows come ordered by queue.
+func readyFromAll(rows []store.QueueCount) []store.QueueCount {
+	out := make([]store.QueueCount, 0, len(rows))
+	for i := 0; i < len(rows); {
+		q, all, others := rows[i].Queue, 0, 0
+		for ; i < len(rows) && rows[i].Queue == q; i++ {
+			if rows[i].State == "all" {
+				all = rows[i].Count
+				continue
+			}
+			others += rows[i].Count
+			out = append(out, rows[i])
+		}
+		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
+	}
+	return out
 }
 
 // queueList passes a list of queues as one JSON parameter, so the
@@ -34,7 +67,7 @@ func queueList(queues []string) (string, error) {
 	return string(b), err
 }
 
-func (t *tx) PublicLapsedLeases(ctx context.Context, ns string, queues []string, now time.Time) (map[string]int, error) {
+func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
 	if len(queues) == 0 {
 		return out, nil
@@ -43,21 +76,46 @@ func (t *tx) PublicLapsedLeases(ctx context.Context, ns string, queues []string,
 	if err != nil {
 		return nil, err
 	}
-	// One query through the claim index: (namespace, queue IN list,
-	// state = 'leased') is a key prefix, so it visits the leased tasks of
-	// those queues only — bounded by the workers holding leases, not by
-	// the tasks stored — and reads each one's expiry and public flag.
-	err = t.c.query(`SELECT queue, count(*) FROM tasks
- WHERE namespace = ? AND queue IN (SELECT value FROM json_each(?)) AND state = 'leased'
-   AND lease_expires_at <= ? AND public
- GROUP BY queue`, []any{ns, list, now}, func(s *sqlite3.Stmt) error {
+	for _, public := range visibilities(v) {
+		// Per queue a range of task_ready's key (namespace, queue, public,
+		// run_at > now): the scheduled tasks and nothing else.
+		err := t.c.query(ctx, `SELECT q.value, (SELECT count(*) FROM task_ready r
+   WHERE r.namespace = ? AND r.queue = q.value AND r.public = ? AND r.run_at > ?)
+ FROM json_each(?) q`, []any{ns, public, now, list}, func(s *sqlite3.Stmt) error {
+			if n := s.ColumnInt(1); n > 0 {
+				out[s.ColumnText(0)] += n
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
+	out := map[string]int{}
+	if len(queues) == 0 {
+		return out, nil
+	}
+	list, err := queueList(queues)
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT queue, count(*) FROM tasks INDEXED BY tasks_claim
+ WHERE namespace = ? AND queue IN (SELECT value FROM json_each(?)) AND state = 'leased' AND lease_expires_at <= ?`
+	if v == store.PublicOnly {
+		sql += ` AND public`
+	}
+	err = t.c.query(ctx, sql+` GROUP BY queue`, []any{ns, list, now}, func(s *sqlite3.Stmt) error {
 		out[s.ColumnText(0)] = s.ColumnInt(1)
 		return nil
 	})
 	return out, err
 }
 
-func (t *tx) PublicOldestReady(ctx context.Context, ns string, queues []string, now time.Time) (map[string]time.Time, error) {
+func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	if len(queues) == 0 {
 		return out, nil
@@ -66,27 +124,34 @@ func (t *tx) PublicOldestReady(ctx context.Context, ns string, queues []string, 
 	if err != nil {
 		return nil, err
 	}
-	// One seek per queue: public_ready is ordered by run_at within a queue,
-	// so its first entry is the oldest; it counts only if its time came.
-	err = t.c.query(`SELECT q.value, (SELECT r.run_at FROM public_ready r
-   WHERE r.namespace = ? AND r.queue = q.value ORDER BY r.run_at LIMIT 1)
- FROM json_each(?) q`, []any{ns, list}, func(s *sqlite3.Stmt) error {
-		if s.ColumnType(1) == sqlite3.NULL {
+	for _, public := range visibilities(v) {
+		// One seek per queue: task_ready is ordered by run_at within a
+		// queue and visibility, so its first entry is the oldest; it
+		// counts only if its time came.
+		err := t.c.query(ctx, `SELECT q.value, (SELECT r.run_at FROM task_ready r
+   WHERE r.namespace = ? AND r.queue = q.value AND r.public = ? ORDER BY r.run_at LIMIT 1)
+ FROM json_each(?) q`, []any{ns, public, list}, func(s *sqlite3.Stmt) error {
+			if s.ColumnType(1) == sqlite3.NULL {
+				return nil
+			}
+			at := colTime(s, 1)
+			if prev, ok := out[s.ColumnText(0)]; !at.After(now) && (!ok || at.Before(prev)) {
+				out[s.ColumnText(0)] = at
+			}
 			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if at := colTime(s, 1); !at.After(now) {
-			out[s.ColumnText(0)] = at
-		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 func (t *tx) PublicTasks(ctx context.Context, ns string, limit int) ([]store.PublicTask, error) {
 	var out []store.PublicTask
 	// The columns the board shows and nothing else: no brief, payload,
 	// result, progress or lease.
-	err := t.c.query(`SELECT t.id, t.queue, t.title, t.state, t.priority, t.run_at, t.updated_at
+	err := t.c.query(ctx, `SELECT t.id, t.queue, t.title, t.state, t.priority, t.run_at, t.updated_at
  FROM public_tasks p JOIN tasks t ON t.namespace = p.namespace AND t.id = p.id
  WHERE p.namespace = ? ORDER BY p.id DESC LIMIT ?`, []any{ns, limit}, func(s *sqlite3.Stmt) error {
 		out = append(out, store.PublicTask{ID: s.ColumnText(0), Queue: s.ColumnText(1), Title: s.ColumnText(2),
@@ -112,7 +177,7 @@ func (t *tx) AuditPublicEvents(ctx context.Context, ns string, since time.Time, 
 	}
 	sql += ` ORDER BY p.id DESC LIMIT ?`
 	var out []store.PublicEvent
-	err := t.c.query(sql, append(args, limit), func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, sql, append(args, limit), func(s *sqlite3.Stmt) error {
 		out = append(out, store.PublicEvent{ID: s.ColumnText(0), Time: colTime(s, 1), Action: s.ColumnText(2),
 			Target: s.ColumnText(3), RunID: s.ColumnText(4), Title: s.ColumnText(5), By: s.ColumnText(6), ByKind: s.ColumnText(7)})
 		return nil

@@ -17,7 +17,7 @@ func spentMeter(t *testing.T) (*meter.Meter, *tessera.ManualClock) {
 	t.Helper()
 	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC))
 	m := meter.New(clock)
-	if err := m.SetAllowance(meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
+	if err := m.SetAllowance(context.Background(), meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
 		t.Fatal(err)
 	}
 	m.Add(context.Background(), 1, 0)
@@ -61,20 +61,20 @@ func TestRefusalInsideOperations(t *testing.T) {
 		t.Fatalf("cold start of an up-to-date store while refusing: %v", err)
 	}
 	defer db.Close()
-	if err := db.View(ctx, func(tx store.Tx) error { _, err := tx.NamespaceList(ctx); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) error { _, err := tx.NamespaceList(ctx, "", 100); return err }); err != nil {
 		t.Errorf("read while refusing: %v", err)
 	}
 	statements := map[string]func(*tx) error{
 		"insert or ignore of an existing row": func(t *tx) error {
-			_, err := t.c.exec(`INSERT OR IGNORE INTO namespaces (name, created_at) VALUES ('main', 0)`)
+			_, err := t.c.exec(ctx, `INSERT OR IGNORE INTO namespaces (name, created_at) VALUES ('main', 0)`)
 			return err
 		},
 		"create table if not exists of an existing table": func(t *tx) error {
-			_, err := t.c.exec(`CREATE TABLE IF NOT EXISTS namespaces (name TEXT PRIMARY KEY) WITHOUT ROWID`)
+			_, err := t.c.exec(ctx, `CREATE TABLE IF NOT EXISTS namespaces (name TEXT PRIMARY KEY) WITHOUT ROWID`)
 			return err
 		},
 		"drop table if exists of a missing table": func(t *tx) error {
-			_, err := t.c.exec(`DROP TABLE IF EXISTS no_such_table`)
+			_, err := t.c.exec(ctx, `DROP TABLE IF EXISTS no_such_table`)
 			return err
 		},
 		"an ordinary insert": func(t *tx) error {
@@ -90,17 +90,17 @@ func TestRefusalInsideOperations(t *testing.T) {
 	}
 	// A read inside a write transaction still works: an empty claim needs
 	// no write.
-	err = db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceList(ctx); return err })
+	err = db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceList(ctx, "", 100); return err })
 	if err != nil {
 		t.Errorf("read-only work in Update while refusing: %v", err)
 	}
 	var names []store.Namespace
-	_ = db.View(ctx, func(st store.Tx) (err error) { names, err = st.NamespaceList(ctx); return err })
+	_ = db.View(ctx, func(st store.Tx) (err error) { names, err = st.NamespaceList(ctx, "", 100); return err })
 	if len(names) != 1 {
 		t.Errorf("refused writes left %d namespaces, want 1", len(names))
 	}
 	// A raised allowance lifts the refusal at once.
-	if err := m.SetAllowance(meter.Allowance{}); err != nil {
+	if err := m.SetAllowance(context.Background(), meter.Allowance{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Update(ctx, func(st store.Tx) error { _, err := st.NamespaceEnsure(ctx, "other", time.Now()); return err }); err != nil {

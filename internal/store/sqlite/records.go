@@ -38,20 +38,19 @@ func scanRecord(s *sqlite3.Stmt) tessera.Record {
 	}
 }
 
-func (t *tx) records(sql string, args []any) ([]tessera.Record, error) {
+func (t *tx) records(ctx context.Context, sql string, args []any) ([]tessera.Record, error) {
 	var out []tessera.Record
-	var page pageBudget
-	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
+	err := t.page(ctx, sql, args, func(s *sqlite3.Stmt) (int, error) {
 		r := scanRecord(s)
 		out = append(out, r)
-		return page.take(len(r.Value))
+		return len(r.Value), nil
 	})
-	return out, page.done(err)
+	return out, err
 }
 
 func (t *tx) RecordHead(ctx context.Context, ns, bucket, key string) (int64, error) {
 	var v int64
-	err := t.one(`SELECT version FROM record_heads WHERE namespace = ? AND bucket = ? AND key = ?`,
+	err := t.one(ctx, `SELECT version FROM record_heads WHERE namespace = ? AND bucket = ? AND key = ?`,
 		[]any{ns, bucket, key}, func(s *sqlite3.Stmt) error {
 			v = s.ColumnInt64(0)
 			return nil
@@ -63,12 +62,12 @@ func (t *tx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error
 	// The head moves first and only from prev: a compare-and-set that holds
 	// on any backend, whatever the transaction isolation.
 	if prev == 0 {
-		if _, err := t.c.exec(`INSERT INTO record_heads (namespace, bucket, key, version) VALUES (?, ?, ?, ?)`,
+		if _, err := t.c.exec(ctx, `INSERT INTO record_heads (namespace, bucket, key, version) VALUES (?, ?, ?, ?)`,
 			r.Namespace, r.Bucket, r.Key, r.Version); err != nil {
 			return fmt.Errorf("record %s/%s head: %w", r.Bucket, r.Key, err)
 		}
 	} else {
-		err := mustChange(t.c.exec(`UPDATE record_heads SET version = ? WHERE namespace = ? AND bucket = ? AND key = ? AND version = ?`,
+		err := mustChange(t.c.exec(ctx, `UPDATE record_heads SET version = ? WHERE namespace = ? AND bucket = ? AND key = ? AND version = ?`,
 			r.Version, r.Namespace, r.Bucket, r.Key, prev))
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("record %s/%s head moved from %d: %w", r.Bucket, r.Key, prev, store.ErrConflict)
@@ -77,7 +76,7 @@ func (t *tx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error
 			return err
 		}
 	}
-	_, err := t.c.exec(`INSERT INTO record_versions (namespace, bucket, key, version, value, run_id, task_id, written_by, created_at)
+	_, err := t.c.exec(ctx, `INSERT INTO record_versions (namespace, bucket, key, version, value, run_id, task_id, written_by, created_at)
  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Namespace, r.Bucket, r.Key, r.Version, string(r.Value),
 		nullable(r.RunID), nullable(r.TaskID), r.WrittenBy, r.CreatedAt)
 	if err != nil {
@@ -94,11 +93,11 @@ func (t *tx) RecordGet(ctx context.Context, ns, bucket, key string, version int6
 	}
 	var err error
 	if version == 0 {
-		err = t.one(`SELECT `+versionCols+` FROM record_heads h JOIN record_versions v
+		err = t.one(ctx, `SELECT `+versionCols+` FROM record_heads h JOIN record_versions v
  ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
  WHERE h.namespace = ? AND h.bucket = ? AND h.key = ?`, []any{ns, bucket, key}, scan)
 	} else {
-		err = t.one(`SELECT `+versionCols+` FROM record_versions v
+		err = t.one(ctx, `SELECT `+versionCols+` FROM record_versions v
  WHERE v.namespace = ? AND v.bucket = ? AND v.key = ? AND v.version = ?`, []any{ns, bucket, key, version}, scan)
 	}
 	if err != nil {
@@ -111,7 +110,7 @@ func (t *tx) RecordVersions(ctx context.Context, ns, bucket, key string, before 
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	return t.records(`SELECT `+versionCols+` FROM record_versions v
+	return t.records(ctx, `SELECT `+versionCols+` FROM record_versions v
  WHERE v.namespace = ? AND v.bucket = ? AND v.key = ? AND v.version < ? ORDER BY v.version DESC LIMIT ?`,
 		[]any{ns, bucket, key, before, limit})
 }
@@ -140,11 +139,11 @@ func (t *tx) RecordHeads(ctx context.Context, ns, bucket, prefix, after string, 
 		args = append(args, end)
 	}
 	sql += ` ORDER BY h.key LIMIT ?`
-	return t.records(sql, append(args, limit))
+	return t.records(ctx, sql, append(args, limit))
 }
 
 func (t *tx) RecordPublicHeads(ctx context.Context, ns, afterBucket, afterKey string, limit int) ([]tessera.Record, error) {
-	return t.records(`SELECT `+versionCols+` FROM buckets b
+	return t.records(ctx, `SELECT `+versionCols+` FROM buckets b
  JOIN record_heads h ON h.namespace = b.namespace AND h.bucket = b.name
  JOIN record_versions v ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
  WHERE b.namespace = ? AND b.public AND (h.bucket, h.key) > (?, ?)
@@ -160,12 +159,12 @@ func scanBucket(s *sqlite3.Stmt) tessera.Bucket {
 
 func (t *tx) BucketEnsure(ctx context.Context, ns, name string, now time.Time) error {
 	// A bucket that exists costs nothing: DO NOTHING writes no row.
-	_, err := t.c.exec(`INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, 0, ?, ?) ON CONFLICT DO NOTHING`, ns, name, now, now)
+	_, err := t.c.exec(ctx, `INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, 0, ?, ?) ON CONFLICT DO NOTHING`, ns, name, now, now)
 	return err
 }
 
 func (t *tx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
-	return t.one(`INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, ?, ?, ?)
+	return t.one(ctx, `INSERT INTO buckets (`+bucketCols+`) VALUES (?, ?, ?, ?, ?)
  ON CONFLICT (namespace, name) DO UPDATE SET public = excluded.public, updated_at = excluded.updated_at
  RETURNING created_at`, []any{b.Namespace, b.Name, b.Public, b.CreatedAt, b.UpdatedAt}, func(s *sqlite3.Stmt) error {
 		b.CreatedAt = colTime(s, 0)
@@ -175,7 +174,7 @@ func (t *tx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
 
 func (t *tx) BucketGet(ctx context.Context, ns, name string) (*tessera.Bucket, error) {
 	var b tessera.Bucket
-	err := t.one(`SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name = ?`, []any{ns, name}, func(s *sqlite3.Stmt) error {
+	err := t.one(ctx, `SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name = ?`, []any{ns, name}, func(s *sqlite3.Stmt) error {
 		b = scanBucket(s)
 		return nil
 	})
@@ -187,7 +186,7 @@ func (t *tx) BucketGet(ctx context.Context, ns, name string) (*tessera.Bucket, e
 
 func (t *tx) BucketList(ctx context.Context, ns, after string, limit int) ([]tessera.Bucket, error) {
 	var out []tessera.Bucket
-	err := t.c.query(`SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name > ? ORDER BY name LIMIT ?`,
+	err := t.c.query(ctx, `SELECT `+bucketCols+` FROM buckets WHERE namespace = ? AND name > ? ORDER BY name LIMIT ?`,
 		[]any{ns, after, limit}, func(s *sqlite3.Stmt) error {
 			out = append(out, scanBucket(s))
 			return nil
@@ -199,7 +198,7 @@ const blobCols = `namespace, sha256, size, content_type, uploaded_by, run_id, ta
 
 func (t *tx) BlobGet(ctx context.Context, ns, sum string) (*tessera.Blob, error) {
 	var b tessera.Blob
-	err := t.one(`SELECT `+blobCols+` FROM blobs WHERE namespace = ? AND sha256 = ?`, []any{ns, sum}, func(s *sqlite3.Stmt) error {
+	err := t.one(ctx, `SELECT `+blobCols+` FROM blobs WHERE namespace = ? AND sha256 = ?`, []any{ns, sum}, func(s *sqlite3.Stmt) error {
 		b = tessera.Blob{Namespace: s.ColumnText(0), SHA256: s.ColumnText(1), Size: s.ColumnInt64(2),
 			ContentType: s.ColumnText(3), UploadedBy: s.ColumnText(4), RunID: s.ColumnText(5), TaskID: s.ColumnText(6),
 			CreatedAt: colTime(s, 7)}
@@ -212,7 +211,7 @@ func (t *tx) BlobGet(ctx context.Context, ns, sum string) (*tessera.Blob, error)
 }
 
 func (t *tx) BlobPut(ctx context.Context, b *tessera.Blob) error {
-	_, err := t.c.exec(`INSERT INTO blobs (`+blobCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.c.exec(ctx, `INSERT INTO blobs (`+blobCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.Namespace, b.SHA256, b.Size, b.ContentType, b.UploadedBy, nullable(b.RunID), nullable(b.TaskID), b.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("insert blob %s: %w", b.SHA256, err)
@@ -221,13 +220,13 @@ func (t *tx) BlobPut(ctx context.Context, b *tessera.Blob) error {
 }
 
 func (t *tx) BlobReaderAdd(ctx context.Context, ns, sum, principalID string, now time.Time) error {
-	_, err := t.c.exec(`INSERT INTO blob_readers (namespace, sha256, principal_id, created_at) VALUES (?, ?, ?, ?)
+	_, err := t.c.exec(ctx, `INSERT INTO blob_readers (namespace, sha256, principal_id, created_at) VALUES (?, ?, ?, ?)
  ON CONFLICT DO NOTHING`, ns, sum, principalID, now)
 	return err
 }
 
 func (t *tx) BlobReaderCheck(ctx context.Context, ns, sum, principalID string) (bool, error) {
-	err := t.one(`SELECT 1 FROM blob_readers WHERE namespace = ? AND sha256 = ? AND principal_id = ?`,
+	err := t.one(ctx, `SELECT 1 FROM blob_readers WHERE namespace = ? AND sha256 = ? AND principal_id = ?`,
 		[]any{ns, sum, principalID}, func(*sqlite3.Stmt) error { return nil })
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -244,7 +243,7 @@ func scanUpload(s *sqlite3.Stmt) tessera.Upload {
 }
 
 func (t *tx) UploadCreate(ctx context.Context, u *tessera.Upload) error {
-	_, err := t.c.exec(`INSERT INTO uploads (`+uploadCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.c.exec(ctx, `INSERT INTO uploads (`+uploadCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		u.Namespace, u.ID, u.SHA256, u.Size, u.ContentType, u.PrincipalID, nullable(u.RunID), nullable(u.TaskID), u.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("insert upload %s: %w", u.ID, err)
@@ -254,7 +253,7 @@ func (t *tx) UploadCreate(ctx context.Context, u *tessera.Upload) error {
 
 func (t *tx) UploadGet(ctx context.Context, ns, id string) (*tessera.Upload, error) {
 	var u tessera.Upload
-	err := t.one(`SELECT `+uploadCols+` FROM uploads WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) error {
+	err := t.one(ctx, `SELECT `+uploadCols+` FROM uploads WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) error {
 		u = scanUpload(s)
 		return nil
 	})
@@ -265,7 +264,7 @@ func (t *tx) UploadGet(ctx context.Context, ns, id string) (*tessera.Upload, err
 }
 
 func (t *tx) UploadDelete(ctx context.Context, ns, id string) error {
-	return mustChange(t.c.exec(`DELETE FROM uploads WHERE namespace = ? AND id = ?`, ns, id))
+	return mustChange(t.c.exec(ctx, `DELETE FROM uploads WHERE namespace = ? AND id = ?`, ns, id))
 }
 
 func (t *tx) UploadsExpired(ctx context.Context, before time.Time, limit int) ([]tessera.Upload, error) {
@@ -273,7 +272,7 @@ func (t *tx) UploadsExpired(ctx context.Context, before time.Time, limit int) ([
 	// hour, and an index on created_at would cost a row on every declare
 	// and every commit.
 	var out []tessera.Upload
-	err := t.c.query(`SELECT `+uploadCols+` FROM uploads WHERE created_at < ? LIMIT ?`, []any{before, limit},
+	err := t.c.query(ctx, `SELECT `+uploadCols+` FROM uploads WHERE created_at < ? LIMIT ?`, []any{before, limit},
 		func(s *sqlite3.Stmt) error {
 			out = append(out, scanUpload(s))
 			return nil
@@ -283,7 +282,7 @@ func (t *tx) UploadsExpired(ctx context.Context, before time.Time, limit int) ([
 
 func (t *tx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.NamespaceSettings, error) {
 	var out tessera.NamespaceSettings
-	err := t.one(`SELECT namespace, raw_policy, updated_at FROM namespace_settings WHERE namespace = ?`, []any{ns},
+	err := t.one(ctx, `SELECT namespace, raw_policy, updated_at FROM namespace_settings WHERE namespace = ?`, []any{ns},
 		func(s *sqlite3.Stmt) error {
 			out = tessera.NamespaceSettings{Namespace: s.ColumnText(0), RawPolicy: s.ColumnText(1), UpdatedAt: colTime(s, 2)}
 			return nil
@@ -295,7 +294,7 @@ func (t *tx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.Name
 }
 
 func (t *tx) NamespaceSettingsPut(ctx context.Context, st *tessera.NamespaceSettings) error {
-	_, err := t.c.exec(`INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES (?, ?, ?)
+	_, err := t.c.exec(ctx, `INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES (?, ?, ?)
  ON CONFLICT (namespace) DO UPDATE SET raw_policy = excluded.raw_policy, updated_at = excluded.updated_at`,
 		st.Namespace, st.RawPolicy, st.UpdatedAt)
 	return err

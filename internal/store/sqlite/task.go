@@ -1,10 +1,11 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
-
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -15,7 +16,7 @@ import (
 
 const taskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds`
+ lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
 
 func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 	t := &tessera.Task{
@@ -38,6 +39,8 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Result:          colRaw(s, 17),
 		Error:           s.ColumnText(18),
 		Progress:        colRaw(s, 19),
+		FinishedAt:      colTimePtr(s, 25),
+		Version:         s.ColumnInt64(26),
 	}
 	if err := json.Unmarshal([]byte(s.ColumnText(6)), &t.Labels); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
@@ -55,13 +58,6 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 	return t, nil
 }
 
-func leaseArgs(t *tessera.Task) []any {
-	if t.Lease == nil {
-		return []any{nil, nil, nil, nil, nil}
-	}
-	return []any{t.Lease.RunID, t.Lease.Holder, t.Lease.TokenHash, t.Lease.ExpiresAt, t.Lease.Seconds}
-}
-
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	labels, err := json.Marshal(task.Labels)
 	if err != nil {
@@ -70,59 +66,189 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, string(labels),
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, task.RunAt,
 		task.CreatedBy, task.CreatedAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
-	args = append(args, leaseArgs(task)...)
-	if _, err := t.c.exec(`INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+	args = append(args, leaseArgs(task.Lease)...)
+	args = append(args, task.FinishedAt, task.Version)
+	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
 	return nil
 }
 
+func leaseArgs(l *tessera.Lease) []any {
+	if l == nil {
+		return []any{nil, nil, nil, nil, nil}
+	}
+	return []any{l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds}
+}
+
 func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
 	var task *tessera.Task
-	err := t.one(`SELECT `+taskCols+` FROM tasks WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) (err error) {
+	err := t.one(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) (err error) {
 		task, err = scanTask(s)
 		return err
 	})
 	return task, err
 }
 
-func (t *tx) TaskUpdate(ctx context.Context, task *tessera.Task) error {
-	args := []any{task.State, task.Attempts, task.RunAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
-	args = append(args, leaseArgs(task)...)
-	args = append(args, task.Namespace, task.ID)
-	return mustChange(t.c.exec(`UPDATE tasks SET state = ?, attempts = ?, run_at = ?, updated_at = ?, cancel_requested = ?,
- result = ?, error = ?, progress = ?, lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
- WHERE namespace = ? AND id = ?`, args...))
+// taskChanges lists the mutable columns whose value differs between before
+// and after, with after's values: what TaskUpdate writes. Writing only
+// those keeps a heartbeat off the claim index and out of the count
+// triggers, which fire on the columns named in SET.
+func taskChanges(before, after *tessera.Task) (cols []string, args []any) {
+	set := func(col string, v any) {
+		cols = append(cols, col+" = ?")
+		args = append(args, v)
+	}
+	if before.State != after.State {
+		set("state", after.State)
+	}
+	if before.Attempts != after.Attempts {
+		set("attempts", after.Attempts)
+	}
+	if !before.RunAt.Equal(after.RunAt) {
+		set("run_at", after.RunAt)
+	}
+	if !before.UpdatedAt.Equal(after.UpdatedAt) {
+		set("updated_at", after.UpdatedAt)
+	}
+	if before.CancelRequested != after.CancelRequested {
+		set("cancel_requested", after.CancelRequested)
+	}
+	if !bytes.Equal(before.Result, after.Result) {
+		set("result", after.Result)
+	}
+	if before.Error != after.Error {
+		set("error", after.Error)
+	}
+	if !bytes.Equal(before.Progress, after.Progress) {
+		set("progress", after.Progress)
+	}
+	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
+		set("finished_at", after.FinishedAt)
+	}
+	if !sameLease(before.Lease, after.Lease) {
+		names := []string{"lease_run_id", "lease_holder", "lease_token_hash", "lease_expires_at", "lease_seconds"}
+		for i, v := range leaseArgs(after.Lease) {
+			if before.Lease == nil || after.Lease == nil || !sameLeaseField(i, before.Lease, after.Lease) {
+				set(names[i], v)
+			}
+		}
+	}
+	return cols, args
 }
 
-func (t *tx) tasks(sql string, args []any) ([]tessera.Task, error) {
-	var out []tessera.Task
-	var page pageBudget
-	err := t.c.query(sql, args, func(s *sqlite3.Stmt) error {
-		task, err := scanTask(s)
-		if err != nil {
+func sameTimePtr(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
+}
+
+func sameLease(a, b *tessera.Lease) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	for i := range 5 {
+		if !sameLeaseField(i, a, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLeaseField compares field i of leaseArgs' order.
+func sameLeaseField(i int, a, b *tessera.Lease) bool {
+	switch i {
+	case 0:
+		return a.RunID == b.RunID
+	case 1:
+		return a.Holder == b.Holder
+	case 2:
+		return bytes.Equal(a.TokenHash, b.TokenHash)
+	case 3:
+		return a.ExpiresAt.Equal(b.ExpiresAt)
+	}
+	return a.Seconds == b.Seconds
+}
+
+func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
+	cols, args := taskChanges(before, after)
+	cols = append(cols, "version = version + 1")
+	args = append(args, before.Namespace, before.ID, before.Version)
+	n, err := t.c.exec(ctx, `UPDATE tasks SET `+strings.Join(cols, ", ")+` WHERE namespace = ? AND id = ? AND version = ?`, args...)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", before.ID, err)
+	}
+	if n == 0 {
+		if _, err := t.TaskGet(ctx, before.Namespace, before.ID); err != nil {
 			return err
 		}
+		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
+	}
+	after.Version = before.Version + 1
+	return nil
+}
+
+func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
+	var task *tessera.Task
+	l := p.Lease
+	// One statement picks and leases the task. No lock is needed: this
+	// connection is the only writer, so nothing runs between the pick and
+	// the write. INDEXED BY pins the plan to the claim index, where ready
+	// tasks (no lease expiry) lie in claim order: the pick is one seek,
+	// whatever the history.
+	err := t.one(ctx, `UPDATE tasks SET state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
+ lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
+ WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim
+   WHERE namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL AND run_at <= ?
+   ORDER BY priority DESC, run_at, id LIMIT 1)
+ RETURNING `+taskCols, []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, p.Namespace, p.Namespace, p.Queue, p.Now},
+		func(s *sqlite3.Stmt) (err error) {
+			task, err = scanTask(s)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	_, err = t.c.exec(ctx, `INSERT INTO runs (namespace, `+runCols+`) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
+		p.Namespace, l.RunID, task.ID, l.Holder, task.Attempts, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("insert run %s: %w", l.RunID, err)
+	}
+	return task, nil
+}
+
+func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
+	// The claim index holds leased tasks by expiry: a range seek.
+	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks INDEXED BY tasks_claim
+ WHERE namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ?
+ ORDER BY lease_expires_at LIMIT ?`, []any{ns, queue, now, limit})
+}
+
+func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task, error) {
+	var out []tessera.Task
+	err := t.page(ctx, sql, args, func(s *sqlite3.Stmt) (int, error) {
+		task, err := scanTask(s)
+		if err != nil {
+			return 0, err
+		}
 		out = append(out, *task)
-		return page.take(len(task.Brief) + len(task.Payload) + len(task.Result) + len(task.Progress))
+		return task.ValueBytes(), nil
 	})
-	return out, page.done(err)
+	return out, err
 }
 
 func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
 	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = ?`
 	args := []any{ns}
-	switch f.State {
-	case "":
-	case tessera.StateScheduled:
-		sql += ` AND state = 'ready' AND run_at > ?`
-		args = append(args, f.Now)
-	case tessera.StateReady:
-		sql += ` AND state = 'ready' AND run_at <= ?`
-		args = append(args, f.Now)
-	default:
+	if f.State != "" {
 		sql += ` AND state = ?`
 		args = append(args, f.State)
+	}
+	if !f.RunAtUpTo.IsZero() {
+		sql += ` AND run_at <= ?`
+		args = append(args, f.RunAtUpTo)
+	}
+	if !f.RunAtAfter.IsZero() {
+		sql += ` AND run_at > ?`
+		args = append(args, f.RunAtAfter)
 	}
 	if f.Queue != "" {
 		sql += ` AND queue = ?`
@@ -138,54 +264,44 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 	}
 	sql += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, f.Limit)
-	return t.tasks(sql, args)
+	return t.tasks(ctx, sql, args)
 }
 
-func (t *tx) TaskNextReady(ctx context.Context, ns, queue string, now time.Time) (*tessera.Task, error) {
-	var task *tessera.Task
-	err := t.one(`SELECT `+taskCols+` FROM tasks
- WHERE namespace = ? AND queue = ? AND state = 'ready' AND run_at <= ?
- ORDER BY priority DESC, run_at, id LIMIT 1`, []any{ns, queue, now}, func(s *sqlite3.Stmt) (err error) {
-		task, err = scanTask(s)
-		return err
-	})
-	return task, err
-}
-
-func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
-	return t.tasks(`SELECT `+taskCols+` FROM tasks
- WHERE namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ? LIMIT ?`, []any{ns, queue, now, limit})
-}
-
-func (t *tx) TaskCounts(ctx context.Context, ns string, now time.Time) ([]store.QueueCount, error) {
-	var out []store.QueueCount
-	err := t.c.query(`SELECT queue, CASE WHEN state = 'ready' AND run_at > ? THEN 'scheduled' ELSE state END AS st, count(*)
- FROM tasks WHERE namespace = ? GROUP BY queue, st ORDER BY queue, st`, []any{now, ns}, func(s *sqlite3.Stmt) error {
-		out = append(out, store.QueueCount{Queue: s.ColumnText(0), State: s.ColumnText(1), Count: s.ColumnInt(2)})
-		return nil
-	})
-	return out, err
+func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
+	type key struct{ ns, id string }
+	var keys []key
+	err := t.c.query(ctx, `SELECT namespace, id FROM tasks INDEXED BY tasks_finished WHERE finished_at < ? ORDER BY finished_at LIMIT ?`,
+		[]any{before, limit}, func(s *sqlite3.Stmt) error {
+			keys = append(keys, key{s.ColumnText(0), s.ColumnText(1)})
+			return nil
+		})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		for _, sql := range []string{
+			`DELETE FROM task_events WHERE namespace = ? AND task_id = ?`,
+			`DELETE FROM runs WHERE namespace = ? AND task_id = ?`,
+			`DELETE FROM tasks WHERE namespace = ? AND id = ?`,
+		} {
+			if _, err := t.c.exec(ctx, sql, k.ns, k.id); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(keys), nil
 }
 
 const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, outcome, error`
 
-func (t *tx) RunInsert(ctx context.Context, ns string, r *tessera.Run) error {
-	_, err := t.c.exec(`INSERT INTO runs (namespace, `+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ns, r.ID, r.TaskID, r.Holder, r.Attempt, r.StartedAt, r.EndedAt, r.Outcome, r.Error)
-	if err != nil {
-		return fmt.Errorf("insert run %s: %w", r.ID, err)
-	}
-	return nil
-}
-
 func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	return mustChange(t.c.exec(`UPDATE runs SET ended_at = ?, outcome = ?, error = ? WHERE namespace = ? AND task_id = ? AND run_id = ?`,
+	return mustChange(t.c.exec(ctx, `UPDATE runs SET ended_at = ?, outcome = ?, error = ? WHERE namespace = ? AND task_id = ? AND run_id = ?`,
 		r.EndedAt, r.Outcome, r.Error, ns, r.TaskID, r.ID))
 }
 
 func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
-	err := t.c.query(`SELECT `+runCols+` FROM runs WHERE namespace = ? AND task_id = ? ORDER BY run_id`, []any{ns, taskID},
+	err := t.c.query(ctx, `SELECT `+runCols+` FROM runs WHERE namespace = ? AND task_id = ? ORDER BY run_id`, []any{ns, taskID},
 		func(s *sqlite3.Stmt) error {
 			out = append(out, tessera.Run{
 				ID: s.ColumnText(0), TaskID: s.ColumnText(1), Holder: s.ColumnText(2), Attempt: s.ColumnInt(3),
@@ -197,17 +313,22 @@ func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, err
 }
 
 func (t *tx) TaskEventAppend(ctx context.Context, ns, taskID string, e *tessera.TaskEvent) error {
-	return t.one(`INSERT INTO task_events (namespace, task_id, seq, kind, body, by, created_at)
- SELECT ?, ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM task_events WHERE namespace = ? AND task_id = ?
- RETURNING seq`, []any{ns, taskID, e.Kind, e.Body, e.By, e.Time, ns, taskID}, func(s *sqlite3.Stmt) error {
-		e.Seq = s.ColumnInt64(0)
-		return nil
-	})
+	err := t.one(ctx, `UPDATE tasks SET event_seq = event_seq + 1 WHERE namespace = ? AND id = ? RETURNING event_seq`,
+		[]any{ns, taskID}, func(s *sqlite3.Stmt) error {
+			e.Seq = s.ColumnInt64(0)
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	_, err = t.c.exec(ctx, `INSERT INTO task_events (namespace, task_id, seq, kind, body, by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		ns, taskID, e.Seq, e.Kind, e.Body, e.By, e.Time)
+	return err
 }
 
 func (t *tx) TaskEventList(ctx context.Context, ns, taskID string, after int64, limit int) ([]tessera.TaskEvent, error) {
 	var out []tessera.TaskEvent
-	err := t.c.query(`SELECT seq, kind, body, by, created_at FROM task_events
+	err := t.c.query(ctx, `SELECT seq, kind, body, by, created_at FROM task_events
  WHERE namespace = ? AND task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, []any{ns, taskID, after, limit},
 		func(s *sqlite3.Stmt) error {
 			out = append(out, tessera.TaskEvent{Seq: s.ColumnInt64(0), Kind: s.ColumnText(1), Body: s.ColumnText(2),

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,30 +88,29 @@ func colBlob(s *sqlite3.Stmt, i int) []byte {
 	return s.ColumnBlob(i, nil)
 }
 
-// pageBudget stops a listing once its rows carry store.PageBytes of
-// values, after one row more: the caller sees that another page follows
-// without the listing holding every value of a full page in memory.
-type pageBudget struct {
-	bytes int
-	full  bool
-}
-
-var errPageFull = errors.New("page full")
-
-// take counts a row's value bytes; it answers errPageFull to stop stepping.
-func (p *pageBudget) take(n int) error {
-	if p.full {
-		return errPageFull
-	}
-	p.bytes += n
-	p.full = p.bytes >= store.PageBytes
-	return nil
-}
-
-// done turns the stop into success.
-func (p *pageBudget) done(err error) error {
+// page runs a listing under store.PageBudget: scan takes each row and
+// returns its value bytes; once they fill the budget, one row more is
+// taken and the listing stops, so the caller can tell another page
+// follows without the listing holding a full page's values twice over.
+func (t *tx) page(ctx context.Context, sql string, args []any, scan func(*sqlite3.Stmt) (int, error)) error {
+	var budget store.PageBudget
+	full := false
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
+		if full {
+			_, err := scan(s)
+			if err == nil {
+				err = errPageFull
+			}
+			return err
+		}
+		n, err := scan(s)
+		full = budget.Take(n)
+		return err
+	})
 	if errors.Is(err, errPageFull) {
 		return nil
 	}
 	return err
 }
+
+var errPageFull = errors.New("page full")

@@ -29,6 +29,10 @@ func testAudit(t *testing.T, open Opener) {
 				if err := tx.AuditInsert(ctx, e); err != nil {
 					return err
 				}
+				// What the core records with every audited action.
+				if err := tx.PrincipalNamespaceAdd(ctx, e.PrincipalID, e.Namespace); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -72,7 +76,12 @@ func testAudit(t *testing.T, open Opener) {
 		c := tessera.AuditCounter{Minute: minute, Namespace: "main", PrincipalID: "p1", Action: "claim.grant", Outcome: "empty", Count: 2}
 		other := c
 		other.Outcome, other.Count = "forbidden", 1
-		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{c, other}) })
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.PrincipalNamespaceAdd(ctx, "p1", "main"); err != nil {
+				return err
+			}
+			return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{c, other})
+		})
 		writeTx(t, s, func(tx store.Tx) error { return tx.AuditCountersAdd(ctx, []tessera.AuditCounter{c}) })
 		readTx(t, s, func(tx store.Tx) error {
 			got, err := tx.AuditCounters(ctx, store.AuditFilter{Since: minute, Limit: 10, Outcome: "empty"})

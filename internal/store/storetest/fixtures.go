@@ -124,3 +124,58 @@ func ids(tasks []tessera.Task) []string {
 	}
 	return out
 }
+
+// claimFixture is a claim of queue in ns at now, with run id run.
+func claimFixture(ns, queue string, now time.Time, run string) store.TaskClaim {
+	return store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: tessera.Lease{
+		RunID: run, Holder: "p-worker", ExpiresAt: now.Add(time.Minute), Seconds: 60, TokenHash: []byte(run)}}
+}
+
+// claim runs one claim in its own transaction.
+func claim(t *testing.T, s store.Store, p store.TaskClaim) (*tessera.Task, error) {
+	t.Helper()
+	var task *tessera.Task
+	err := s.Update(t.Context(), func(tx store.Tx) (err error) {
+		task, err = tx.TaskClaim(t.Context(), p)
+		return err
+	})
+	return task, err
+}
+
+// getTask reads one task, failing the test if it cannot.
+func getTask(t *testing.T, s store.Store, ns, id string) *tessera.Task {
+	t.Helper()
+	var task *tessera.Task
+	readTx(t, s, func(tx store.Tx) (err error) {
+		task, err = tx.TaskGet(t.Context(), ns, id)
+		return err
+	})
+	return task
+}
+
+// stateCounts reads TaskStateCounts as queue → state → count, zeros
+// dropped.
+func stateCounts(t *testing.T, s store.Store, ns string, v store.Visibility) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	readTx(t, s, func(tx store.Tx) error {
+		rows, err := tx.TaskStateCounts(t.Context(), ns, v)
+		for _, r := range rows {
+			if r.Count < 0 {
+				t.Errorf("%s/%s counted %d", r.Queue, r.State, r.Count)
+			}
+			if r.Count == 0 {
+				continue
+			}
+			if out[r.Queue] == nil {
+				out[r.Queue] = map[string]int{}
+			}
+			if _, dup := out[r.Queue][r.State]; dup {
+				t.Errorf("counts row %+v is repeated", r)
+			}
+			out[r.Queue][r.State] = r.Count
+		}
+		return err
+	})
+	return out
+}

@@ -25,13 +25,19 @@ func idAt(d time.Duration, n int) string {
 	return tessera.IDFloor(at(d))[:25] + string(rune('0'+n))
 }
 
-// updateTasks writes each task's mutable fields in one transaction.
+// updateTasks writes each task's mutable fields over the stored task, in
+// one transaction.
 func updateTasks(t *testing.T, s store.Store, tasks ...*tessera.Task) {
 	ctx := t.Context()
 	t.Helper()
 	writeTx(t, s, func(tx store.Tx) error {
 		for _, task := range tasks {
-			if err := tx.TaskUpdate(ctx, task); err != nil {
+			before, err := tx.TaskGet(ctx, task.Namespace, task.ID)
+			if err != nil {
+				return err
+			}
+			task.Version = before.Version
+			if err := tx.TaskUpdate(ctx, before, task); err != nil {
 				return err
 			}
 		}
@@ -39,28 +45,10 @@ func updateTasks(t *testing.T, s store.Store, tasks ...*tessera.Task) {
 	})
 }
 
-// publicCounts reads PublicCounts as queue → state → count, zeros dropped.
+// publicCounts reads the public tasks' counts.
 func publicCounts(t *testing.T, s store.Store, ns string) map[string]map[string]int {
-	ctx := t.Context()
 	t.Helper()
-	out := map[string]map[string]int{}
-	readTx(t, s, func(tx store.Tx) error {
-		rows, err := tx.PublicCounts(ctx, ns)
-		for _, r := range rows {
-			if r.Count < 0 {
-				t.Errorf("%s/%s counted %d", r.Queue, r.State, r.Count)
-			}
-			if r.Count == 0 {
-				continue
-			}
-			if out[r.Queue] == nil {
-				out[r.Queue] = map[string]int{}
-			}
-			out[r.Queue][r.State] = r.Count
-		}
-		return err
-	})
-	return out
+	return stateCounts(t, s, ns, store.PublicOnly)
 }
 
 // testPublic covers the public state reads of SPEC §3.2 and §10: counts
@@ -131,7 +119,6 @@ func testPublic(t *testing.T, open Opener) {
 	})
 
 	t.Run("PublicCountsMatchTaskCounts", func(t *testing.T) {
-		ctx := t.Context()
 		// With every task public, the incremental counts equal a counting
 		// query, scheduled folded into ready.
 		s := open(t)
@@ -151,21 +138,7 @@ func testPublic(t *testing.T, open Opener) {
 			}
 		}
 		updateTasks(t, s, tasks...)
-		want := map[string]map[string]int{}
-		readTx(t, s, func(tx store.Tx) error {
-			rows, err := tx.TaskCounts(ctx, "main", epoch)
-			for _, r := range rows {
-				st := r.State
-				if st == tessera.StateScheduled {
-					st = tessera.StateReady
-				}
-				if want[r.Queue] == nil {
-					want[r.Queue] = map[string]int{}
-				}
-				want[r.Queue][st] += r.Count
-			}
-			return err
-		})
+		want := stateCounts(t, s, "main", store.AllTasks)
 		if got := publicCounts(t, s, "main"); !reflect.DeepEqual(got, want) {
 			t.Errorf("public counts %v, task counts %v", got, want)
 		}
@@ -189,21 +162,28 @@ func testPublic(t *testing.T, open Opener) {
 			publicTask("01G", taskOpts{}),                // ready
 		)
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.PublicLapsedLeases(ctx, "main", []string{"default", "gpu", "empty"}, epoch)
+			got, err := tx.TaskLapsedCounts(ctx, "main", []string{"default", "gpu", "empty"}, epoch, store.PublicOnly)
 			if err != nil {
 				return err
 			}
 			if want := map[string]int{"default": 2, "gpu": 1}; !reflect.DeepEqual(got, want) {
 				t.Errorf("lapsed = %v, want %v", got, want)
 			}
-			got, err = tx.PublicLapsedLeases(ctx, "main", nil, epoch)
+			all, err := tx.TaskLapsedCounts(ctx, "main", []string{"default", "gpu", "empty"}, epoch, store.AllTasks)
+			if err != nil {
+				return err
+			}
+			if want := map[string]int{"default": 3, "gpu": 1}; !reflect.DeepEqual(all, want) {
+				t.Errorf("lapsed of all tasks = %v, want %v", all, want)
+			}
+			got, err = tx.TaskLapsedCounts(ctx, "main", nil, epoch, store.PublicOnly)
 			if err != nil {
 				return err
 			}
 			if len(got) != 0 {
 				t.Errorf("no queues asked: %v", got)
 			}
-			got, err = tx.PublicLapsedLeases(ctx, "other", []string{"default"}, epoch)
+			got, err = tx.TaskLapsedCounts(ctx, "other", []string{"default"}, epoch, store.PublicOnly)
 			if len(got) != 0 {
 				t.Errorf("another namespace: %v", got)
 			}
@@ -221,16 +201,20 @@ func testPublic(t *testing.T, open Opener) {
 			publicTask("01D", taskOpts{queue: "later", runAt: at(time.Minute)}), // scheduled only
 			publicTask("01E", taskOpts{queue: "gpu", state: tessera.StatePaused, runAt: at(-time.Hour)}),
 		)
-		oldestReady := func() map[string]time.Time {
+		oldestReadyOf := func(v store.Visibility) map[string]time.Time {
 			var got map[string]time.Time
 			readTx(t, s, func(tx store.Tx) (err error) {
-				got, err = tx.PublicOldestReady(ctx, "main", []string{"default", "later", "gpu", "empty"}, epoch)
+				got, err = tx.TaskOldestReady(ctx, "main", []string{"default", "later", "gpu", "empty"}, epoch, v)
 				return err
 			})
 			return got
 		}
+		oldestReady := func() map[string]time.Time { return oldestReadyOf(store.PublicOnly) }
 		if got, want := oldestReady(), map[string]time.Time{"default": at(-time.Hour)}; !reflect.DeepEqual(got, want) {
 			t.Fatalf("oldest ready = %v, want %v", got, want)
+		}
+		if got, want := oldestReadyOf(store.AllTasks), map[string]time.Time{"default": at(-2 * time.Hour)}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("oldest ready of all tasks = %v, want %v", got, want)
 		}
 		// Claimed, it is no longer ready; released with a new run_at, it is
 		// ready again from then.

@@ -20,4 +20,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("records", func(t *testing.T) { testRecords(t, open) })
 	t.Run("public", func(t *testing.T) { testPublic(t, open) })
 	t.Run("audit", func(t *testing.T) { testAudit(t, open) })
+	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,7 +76,7 @@ func testTasks(t *testing.T, open Opener) {
 		insertTasks(t, s, orig)
 
 		// Lease it: every mutable field changes.
-		leased := *orig
+		leased := orig.Copy()
 		leased.State = tessera.StateLeased
 		leased.Attempts = 1
 		leased.RunAt = at(time.Second)
@@ -83,35 +85,67 @@ func testTasks(t *testing.T, open Opener) {
 		leased.Result = json.RawMessage(`{"r":1}`)
 		leased.Error = "boom"
 		leased.Progress = json.RawMessage(`{"pct":10}`)
+		leased.FinishedAt = ptr(at(2 * time.Second))
 		leased.Lease = &tessera.Lease{TaskID: "01A", RunID: "run1", Holder: "p-w", ExpiresAt: at(time.Minute), Seconds: 60, TokenHash: []byte("tok")}
 		// Immutable fields given to an update are not written.
-		sneaky := leased
+		sneaky := leased.Copy()
 		sneaky.Title, sneaky.Queue, sneaky.Priority, sneaky.CreatedBy = "changed", "other", 99, "someone"
-		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, &sneaky) })
-		get := func() *tessera.Task {
-			t.Helper()
-			var got *tessera.Task
-			readTx(t, s, func(tx store.Tx) (err error) {
-				got, err = tx.TaskGet(ctx, "main", "01A")
-				return err
-			})
-			return got
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, orig, sneaky) })
+		if sneaky.Version != 1 {
+			t.Errorf("after the first update the task's version is %d, want 1", sneaky.Version)
 		}
-		if got := get(); !reflect.DeepEqual(got, &leased) {
-			t.Errorf("after leasing update:\n got %+v\nwant %+v", got, &leased)
+		leased.Version = 1
+		if got := getTask(t, s, "main", "01A"); !reflect.DeepEqual(got, leased) {
+			t.Errorf("after leasing update:\n got %+v\nwant %+v", got, leased)
 		}
 
-		// End the lease: the lease and the JSON fields clear to nil.
-		done := leased
+		// End the lease: the lease and the JSON fields clear to nil; only
+		// the lease's expiry changing is written too.
+		extended := leased.Copy()
+		extended.Lease.ExpiresAt = at(2 * time.Minute)
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, leased, extended) })
+		if got := getTask(t, s, "main", "01A"); got.Lease == nil || !got.Lease.ExpiresAt.Equal(at(2*time.Minute)) || got.Version != 2 {
+			t.Errorf("after extending the lease: %+v", got)
+		}
+		done := extended.Copy()
 		done.State = tessera.StateSucceeded
 		done.Lease = nil
 		done.Result, done.Progress, done.Error = nil, nil, ""
 		done.CancelRequested = false
+		done.FinishedAt = nil
 		done.UpdatedAt = at(time.Minute)
-		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, &done) })
-		if got := get(); !reflect.DeepEqual(got, &done) {
-			t.Errorf("after ending update:\n got %+v\nwant %+v", got, &done)
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, extended, done) })
+		if got := getTask(t, s, "main", "01A"); !reflect.DeepEqual(got, done) {
+			t.Errorf("after ending update:\n got %+v\nwant %+v", got, done)
 		}
+	})
+
+	// A change is written only over the version it was read at: a writer
+	// that read before someone else's change gets ErrStale and writes
+	// nothing, so no change is ever silently overwritten.
+	t.Run("TaskUpdateIsConditional", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{}))
+		read := getTask(t, s, "main", "01A")
+		first, second := read.Copy(), read.Copy()
+		first.CancelRequested = true
+		second.Progress = json.RawMessage(`{"pct":1}`)
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, read, first) })
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.TaskUpdate(ctx, read, second) })
+		wantErr(t, "an update over a stale version", err, store.ErrStale)
+		wantErr(t, "a stale update", err, store.ErrRetry)
+		got := getTask(t, s, "main", "01A")
+		if !got.CancelRequested || got.Progress != nil || got.Version != 1 {
+			t.Errorf("after a stale update the task is %+v; want the first change only", got)
+		}
+		missing := taskFixture("01B", taskOpts{})
+		err = s.Update(ctx, func(tx store.Tx) error { return tx.TaskUpdate(ctx, missing, missing.Copy()) })
+		wantErr(t, "an update of a missing task", err, store.ErrNotFound)
+		err = s.Update(ctx, func(tx store.Tx) error {
+			return tx.TaskUpdate(ctx, taskFixture("01A", taskOpts{ns: "b"}), taskFixture("01A", taskOpts{ns: "b"}))
+		})
+		wantErr(t, "update in another namespace", err, store.ErrNotFound)
 	})
 
 	t.Run("TaskMissingIsNotFound", func(t *testing.T) {
@@ -123,16 +157,16 @@ func testTasks(t *testing.T, open Opener) {
 			wantErr(t, "get of a missing id", err, store.ErrNotFound)
 			_, err = tx.TaskGet(ctx, "b", "01A")
 			wantErr(t, "get from another namespace", err, store.ErrNotFound)
-			_, err = tx.TaskNextReady(ctx, "a", "empty", epoch)
-			wantErr(t, "next ready of an empty queue", err, store.ErrNotFound)
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error { return tx.TaskUpdate(ctx, taskFixture("01A", taskOpts{ns: "b"})) })
-		wantErr(t, "update in another namespace", err, store.ErrNotFound)
+		err := s.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.TaskClaim(ctx, claimFixture("a", "empty", epoch, "r1"))
+			return err
+		})
+		wantErr(t, "claim of an empty queue", err, store.ErrNotFound)
 	})
 
-	t.Run("TaskNextReadyOrder", func(t *testing.T) {
-		ctx := t.Context()
+	t.Run("TaskClaimOrder", func(t *testing.T) {
 		s := open(t)
 		q := taskOpts{queue: "q"}
 		with := func(o taskOpts, f func(*taskOpts)) taskOpts { f(&o); return o }
@@ -153,42 +187,60 @@ func testTasks(t *testing.T, open Opener) {
 			taskFixture("01J", taskOpts{queue: "other", priority: 9}),
 			taskFixture("01K", taskOpts{ns: "elsewhere", queue: "q", priority: 9}),
 		)
-		// Claim one by one, taking each out of ready as a claim would.
 		var order []string
-		for range 20 {
-			var next *tessera.Task
-			err := s.Update(t.Context(), func(tx store.Tx) (err error) {
-				if next, err = tx.TaskNextReady(ctx, "main", "q", epoch); err != nil {
-					return err
-				}
-				next.State = tessera.StateLeased
-				next.Lease = leaseFixture(at(time.Hour))
-				next.Lease.TaskID = next.ID
-				return tx.TaskUpdate(ctx, next)
-			})
+		for i := range 20 {
+			task, err := claim(t, s, claimFixture("main", "q", epoch, fmt.Sprint("run", i)))
 			if errors.Is(err, store.ErrNotFound) {
 				break
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			order = append(order, next.ID)
+			order = append(order, task.ID)
 		}
 		// Priority first, then the oldest run_at, then id; run_at == now
 		// has come.
 		if want := []string{"01C", "01D", "01B", "01A", "01E"}; !slices.Equal(order, want) {
 			t.Fatalf("claim order = %v, want %v", order, want)
 		}
+		got, err := claim(t, s, claimFixture("main", "q", at(time.Millisecond), "late"))
+		if err != nil || got.ID != "01F" {
+			t.Fatalf("once its run_at came, the claim got %v, %v; want 01F", got, err)
+		}
+	})
+
+	// A claim is one operation: state, attempt, lease, version and the run
+	// numbered by the attempt, with the task returned as leased.
+	t.Run("TaskClaimWritesLeaseAndRun", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		orig := taskFixture("01A", taskOpts{queue: "q"})
+		orig.Attempts = 1 // a retry: this claim is its second attempt
+		insertTasks(t, s, orig)
+		p := claimFixture("main", "q", at(time.Second), "01RUN")
+		got, err := claim(t, s, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := orig.Copy()
+		want.State, want.Attempts, want.Version, want.UpdatedAt = tessera.StateLeased, 2, 1, p.Now
+		lease := p.Lease
+		lease.TaskID = "01A"
+		want.Lease = &lease
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("claimed task:\n got %+v\nwant %+v", got, want)
+		}
+		if stored := getTask(t, s, "main", "01A"); !reflect.DeepEqual(stored, want) {
+			t.Errorf("stored after the claim:\n got %+v\nwant %+v", stored, want)
+		}
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.TaskNextReady(ctx, "main", "q", at(time.Millisecond))
+			runs, err := tx.RunList(ctx, "main", "01A")
 			if err != nil {
 				return err
 			}
-			if got.ID != "01F" {
-				t.Errorf("once its run_at came, next ready = %s, want 01F", got.ID)
-			}
-			if !reflect.DeepEqual(got, taskFixture("01F", with(q, func(o *taskOpts) { o.priority = 9; o.runAt = at(time.Millisecond) }))) {
-				t.Errorf("next ready returns a different task than was stored: %+v", got)
+			wantRuns := []tessera.Run{{ID: "01RUN", TaskID: "01A", Holder: lease.Holder, Attempt: 2, StartedAt: p.Now}}
+			if !reflect.DeepEqual(runs, wantRuns) {
+				t.Errorf("runs after the claim:\n got %+v\nwant %+v", runs, wantRuns)
 			}
 			return nil
 		})
@@ -203,8 +255,9 @@ func testTasks(t *testing.T, open Opener) {
 		}
 		q := taskOpts{queue: "q"}
 		insertTasks(t, s,
-			leased("01A", q, at(-time.Minute)),
+			leased("01A", q, at(-time.Second)),
 			leased("01B", q, epoch), // a lease is live strictly before expires_at
+			leased("01G", q, at(-time.Minute)),
 			leased("01C", q, at(time.Millisecond)),
 			leased("01D", taskOpts{queue: "other"}, at(-time.Minute)),
 			leased("01E", taskOpts{ns: "elsewhere", queue: "q"}, at(-time.Minute)),
@@ -215,10 +268,9 @@ func testTasks(t *testing.T, open Opener) {
 			if err != nil {
 				return err
 			}
-			gotIDs := ids(got)
-			slices.Sort(gotIDs)
-			if want := []string{"01A", "01B"}; !slices.Equal(gotIDs, want) {
-				t.Errorf("lapsed = %v, want %v", gotIDs, want)
+			// Soonest expiry first.
+			if want := []string{"01G", "01A", "01B"}; !slices.Equal(ids(got), want) {
+				t.Errorf("lapsed = %v, want %v", ids(got), want)
 			}
 			for _, task := range got {
 				if task.Lease == nil || task.Lease.TaskID != task.ID {
@@ -229,8 +281,8 @@ func testTasks(t *testing.T, open Opener) {
 			if err != nil {
 				return err
 			}
-			if len(one) != 1 {
-				t.Errorf("lapsed with limit 1 returned %d tasks", len(one))
+			if want := []string{"01G"}; !slices.Equal(ids(one), want) {
+				t.Errorf("lapsed with limit 1 = %v, want %v", ids(one), want)
 			}
 			none, err := tx.TaskLapsed(ctx, "main", "q", at(-2*time.Minute), 10)
 			if err != nil {
@@ -243,7 +295,7 @@ func testTasks(t *testing.T, open Opener) {
 		})
 	})
 
-	t.Run("TaskCounts", func(t *testing.T) {
+	t.Run("TaskStateCountsAndScheduled", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s,
@@ -256,52 +308,54 @@ func testTasks(t *testing.T, open Opener) {
 			taskFixture("01G", taskOpts{queue: "b", state: tessera.StateDead}),
 			taskFixture("01H", taskOpts{queue: "b", state: tessera.StateCanceled}),
 			taskFixture("01I", taskOpts{queue: "b", runAt: at(time.Hour)}),
+			publicTask("01K", taskOpts{queue: "b", runAt: at(time.Hour)}),
 			taskFixture("01J", taskOpts{ns: "elsewhere", queue: "a"}),
 		)
-		counts := func(now time.Time) map[string]map[string]int {
+		want := map[string]map[string]int{
+			"a": {tessera.StateReady: 3, tessera.StateLeased: 1, tessera.StateSucceeded: 1},
+			"b": {tessera.StatePaused: 1, tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateReady: 2},
+		}
+		if got := stateCounts(t, s, "main", store.AllTasks); !reflect.DeepEqual(got, want) {
+			t.Errorf("counts = %v, want %v", got, want)
+		}
+		if got, want := stateCounts(t, s, "main", store.PublicOnly), map[string]map[string]int{"b": {tessera.StateReady: 1}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("public counts = %v, want %v", got, want)
+		}
+		scheduled := func(now time.Time, v store.Visibility) map[string]int {
 			t.Helper()
-			out := map[string]map[string]int{}
-			readTx(t, s, func(tx store.Tx) error {
-				qc, err := tx.TaskCounts(ctx, "main", now)
-				if err != nil {
-					return err
-				}
-				for _, c := range qc {
-					if out[c.Queue] == nil {
-						out[c.Queue] = map[string]int{}
-					}
-					if _, dup := out[c.Queue][c.State]; dup || c.Count <= 0 {
-						t.Errorf("counts row %+v is repeated or empty", c)
-					}
-					out[c.Queue][c.State] = c.Count
-				}
-				return nil
+			var out map[string]int
+			readTx(t, s, func(tx store.Tx) (err error) {
+				out, err = tx.TaskScheduled(ctx, "main", []string{"a", "b", "none"}, now, v)
+				return err
 			})
 			return out
 		}
-		want := map[string]map[string]int{
-			"a": {tessera.StateReady: 2, tessera.StateScheduled: 1, tessera.StateLeased: 1, tessera.StateSucceeded: 1},
-			"b": {tessera.StatePaused: 1, tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateScheduled: 1},
+		if got, want := scheduled(epoch, store.AllTasks), map[string]int{"a": 1, "b": 2}; !reflect.DeepEqual(got, want) {
+			t.Errorf("scheduled at epoch = %v, want %v", got, want)
 		}
-		if got := counts(epoch); !reflect.DeepEqual(got, want) {
-			t.Errorf("counts at epoch = %v, want %v", got, want)
+		if got, want := scheduled(epoch, store.PublicOnly), map[string]int{"b": 1}; !reflect.DeepEqual(got, want) {
+			t.Errorf("public scheduled at epoch = %v, want %v", got, want)
 		}
-		// Once run_at passes, scheduled becomes ready with nothing written.
-		want["a"] = map[string]int{tessera.StateReady: 3, tessera.StateLeased: 1, tessera.StateSucceeded: 1}
-		want["b"] = map[string]int{tessera.StatePaused: 1, tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateReady: 1}
-		if got := counts(at(2 * time.Hour)); !reflect.DeepEqual(got, want) {
-			t.Errorf("counts two hours later = %v, want %v", got, want)
+		// Once run_at passes, scheduled is ready with nothing written.
+		if got := scheduled(at(2*time.Hour), store.AllTasks); len(got) != 0 {
+			t.Errorf("scheduled two hours later = %v, want none", got)
 		}
-		readTx(t, s, func(tx store.Tx) error {
-			qc, err := tx.TaskCounts(ctx, "never-written", epoch)
-			if err != nil {
-				return err
-			}
-			if len(qc) != 0 {
-				t.Errorf("counts of an empty namespace = %+v", qc)
-			}
-			return nil
-		})
+		// Counts follow a claim, a state change and a purge.
+		if _, err := claim(t, s, claimFixture("main", "a", epoch, "r1")); err != nil {
+			t.Fatal(err)
+		}
+		paused := getTask(t, s, "main", "01F")
+		resumed := paused.Copy()
+		resumed.State = tessera.StateReady
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, paused, resumed) })
+		want["a"] = map[string]int{tessera.StateReady: 2, tessera.StateLeased: 2, tessera.StateSucceeded: 1}
+		want["b"] = map[string]int{tessera.StateDead: 1, tessera.StateCanceled: 1, tessera.StateReady: 3}
+		if got := stateCounts(t, s, "main", store.AllTasks); !reflect.DeepEqual(got, want) {
+			t.Errorf("counts after a claim and a resume = %v, want %v", got, want)
+		}
+		if got := stateCounts(t, s, "never-written", store.AllTasks); len(got) != 0 {
+			t.Errorf("counts of an empty namespace = %+v", got)
+		}
 	})
 
 	t.Run("TaskList", func(t *testing.T) {
@@ -316,6 +370,7 @@ func testTasks(t *testing.T, open Opener) {
 			taskFixture("01F", taskOpts{queue: "q1", labels: []string{"reddish"}}),
 			taskFixture("01G", taskOpts{ns: "elsewhere", queue: "q1", labels: []string{"red"}}),
 		)
+		visible := func(st string, now time.Time) tessera.StateFilter { return tessera.StoredFilter(st, now) }
 		cases := []struct {
 			name string
 			f    store.TaskFilter
@@ -325,25 +380,23 @@ func testTasks(t *testing.T, open Opener) {
 			{"limit", store.TaskFilter{Limit: 2}, []string{"01F", "01E"}},
 			{"before cursor", store.TaskFilter{Before: "01E", Limit: 2}, []string{"01D", "01C"}},
 			{"before the oldest", store.TaskFilter{Before: "01A"}, nil},
-			{"ready", store.TaskFilter{State: tessera.StateReady}, []string{"01F", "01B", "01A"}},
-			{"scheduled", store.TaskFilter{State: tessera.StateScheduled}, []string{"01C"}},
-			{"scheduled once run_at passed", store.TaskFilter{State: tessera.StateScheduled, Now: at(2 * time.Hour)}, nil},
-			{"ready once run_at passed", store.TaskFilter{State: tessera.StateReady, Now: at(2 * time.Hour)}, []string{"01F", "01C", "01B", "01A"}},
-			{"leased", store.TaskFilter{State: tessera.StateLeased}, []string{"01D"}},
-			{"succeeded", store.TaskFilter{State: tessera.StateSucceeded}, []string{"01E"}},
-			{"paused", store.TaskFilter{State: tessera.StatePaused}, nil},
+			{"stored ready", store.TaskFilter{StateFilter: tessera.StateFilter{State: tessera.StateReady}}, []string{"01F", "01C", "01B", "01A"}},
+			{"ready", store.TaskFilter{StateFilter: visible(tessera.StateReady, epoch)}, []string{"01F", "01B", "01A"}},
+			{"scheduled", store.TaskFilter{StateFilter: visible(tessera.StateScheduled, epoch)}, []string{"01C"}},
+			{"scheduled once run_at passed", store.TaskFilter{StateFilter: visible(tessera.StateScheduled, at(2*time.Hour))}, nil},
+			{"ready once run_at passed", store.TaskFilter{StateFilter: visible(tessera.StateReady, at(2*time.Hour))}, []string{"01F", "01C", "01B", "01A"}},
+			{"leased", store.TaskFilter{StateFilter: visible(tessera.StateLeased, epoch)}, []string{"01D"}},
+			{"succeeded", store.TaskFilter{StateFilter: visible(tessera.StateSucceeded, epoch)}, []string{"01E"}},
+			{"paused", store.TaskFilter{StateFilter: visible(tessera.StatePaused, epoch)}, nil},
 			{"queue", store.TaskFilter{Queue: "q2"}, []string{"01E", "01B"}},
 			{"label, whole labels only", store.TaskFilter{Label: "red"}, []string{"01B", "01A"}},
 			{"label and queue", store.TaskFilter{Label: "blue", Queue: "q1"}, []string{"01D"}},
-			{"state, queue, cursor and limit", store.TaskFilter{State: tessera.StateReady, Queue: "q1", Before: "01F", Limit: 5}, []string{"01A"}},
+			{"state, queue, cursor and limit", store.TaskFilter{StateFilter: visible(tessera.StateReady, epoch), Queue: "q1", Before: "01F", Limit: 5}, []string{"01A"}},
 		}
 		for _, tc := range cases {
 			f := tc.f
 			if f.Limit == 0 {
 				f.Limit = 100
-			}
-			if f.Now.IsZero() {
-				f.Now = epoch
 			}
 			readTx(t, s, func(tx store.Tx) error {
 				got, err := tx.TaskList(ctx, "main", f)
@@ -357,7 +410,7 @@ func testTasks(t *testing.T, open Opener) {
 			})
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.TaskList(ctx, "main", store.TaskFilter{Queue: "q2", Limit: 1, Now: epoch})
+			got, err := tx.TaskList(ctx, "main", store.TaskFilter{Queue: "q2", Limit: 1})
 			if err != nil {
 				return err
 			}
@@ -368,24 +421,48 @@ func testTasks(t *testing.T, open Opener) {
 		})
 	})
 
-	t.Run("Runs", func(t *testing.T) {
+	// A listing stops once its rows carry PageBytes of values, one row
+	// past, so the caller sees that another page follows.
+	t.Run("TaskListStopsPastPageBytes", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)
-		insertTasks(t, s, taskFixture("01A", taskOpts{}), taskFixture("01B", taskOpts{}))
-		r1 := &tessera.Run{ID: "01R1", TaskID: "01A", Holder: "p-w1", Attempt: 1, StartedAt: epoch}
-		r2 := &tessera.Run{ID: "01R2", TaskID: "01A", Holder: "p-w2", Attempt: 2, StartedAt: at(time.Minute)}
-		rOther := &tessera.Run{ID: "01R3", TaskID: "01B", Holder: "p-w1", Attempt: 1, StartedAt: epoch}
-		writeTx(t, s, func(tx store.Tx) error {
-			// Inserted out of order: runs list by run id.
-			for _, r := range []*tessera.Run{r2, r1, rOther} {
-				if err := tx.RunInsert(ctx, "main", r); err != nil {
-					return err
-				}
+		big := strings.Repeat("x", store.PageBytes/3+1)
+		var tasks []*tessera.Task
+		for i := range 6 {
+			task := taskFixture(fmt.Sprintf("01%c", 'A'+i), taskOpts{})
+			task.Brief = big
+			tasks = append(tasks, task)
+		}
+		insertTasks(t, s, tasks...)
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 100})
+			if err != nil {
+				return err
+			}
+			// Three briefs fill the budget; a fourth row says more follow.
+			if len(got) != 4 {
+				t.Errorf("a listing of 6 rows of a third of PageBytes each returned %d rows, want 4", len(got))
+			}
+			if n, more := store.CutPage(len(got), 100, func(i int) int { return got[i].ValueBytes() }); n != 3 || !more {
+				t.Errorf("CutPage of that listing = %d, %v; want 3, true", n, more)
 			}
 			return nil
 		})
-		ended := *r1
-		ended.EndedAt, ended.Outcome, ended.Error = ptr(at(30*time.Second)), tessera.OutcomeFailed, "it broke"
+	})
+
+	t.Run("Runs", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{queue: "a"}), taskFixture("01B", taskOpts{queue: "b"}))
+		c1 := claimFixture("main", "a", epoch, "01R1")
+		if _, err := claim(t, s, c1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := claim(t, s, claimFixture("main", "b", epoch, "01R3")); err != nil {
+			t.Fatal(err)
+		}
+		ended := tessera.Run{ID: "01R1", TaskID: "01A", Holder: c1.Lease.Holder, Attempt: 1, StartedAt: epoch,
+			EndedAt: ptr(at(30 * time.Second)), Outcome: tessera.OutcomeFailed, Error: "it broke"}
 		// RunEnd writes the ending only.
 		end := ended
 		end.Holder, end.Attempt = "someone else", 7
@@ -395,7 +472,7 @@ func testTasks(t *testing.T, open Opener) {
 			if err != nil {
 				return err
 			}
-			if want := []tessera.Run{ended, *r2}; !reflect.DeepEqual(got, want) {
+			if want := []tessera.Run{ended}; !reflect.DeepEqual(got, want) {
 				t.Errorf("runs of 01A:\n got %+v\nwant %+v", got, want)
 			}
 			none, err := tx.RunList(ctx, "elsewhere", "01A")
@@ -407,12 +484,69 @@ func testTasks(t *testing.T, open Opener) {
 			}
 			return nil
 		})
-		err := s.Update(t.Context(), func(tx store.Tx) error {
+		err := s.Update(ctx, func(tx store.Tx) error {
 			return tx.RunEnd(ctx, "main", &tessera.Run{ID: "01NONE", TaskID: "01A", EndedAt: ptr(epoch), Outcome: tessera.OutcomeLapsed})
 		})
 		wantErr(t, "end of a missing run", err, store.ErrNotFound)
-		err = s.Update(t.Context(), func(tx store.Tx) error { return tx.RunInsert(ctx, "main", r1) })
-		wantErr(t, "second insert of a run", err, store.ErrConflict)
+	})
+
+	// Retention of finished tasks deletes those that finished before the
+	// cutoff with their runs and events, oldest first, and touches nothing
+	// live: not a ready, leased or paused task, not one finished after.
+	t.Run("TasksFinishedPurge", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		finished := func(id, state string, at time.Time, ns string) *tessera.Task {
+			task := taskFixture(id, taskOpts{ns: ns, state: state})
+			task.FinishedAt = &at
+			return task
+		}
+		live := []*tessera.Task{
+			taskFixture("01L1", taskOpts{}),
+			taskFixture("01L2", taskOpts{state: tessera.StateLeased, lease: leaseFixture(at(-48 * time.Hour))}),
+			taskFixture("01L3", taskOpts{state: tessera.StatePaused}),
+			finished("01L4", tessera.StateSucceeded, at(time.Minute), "main"),
+		}
+		insertTasks(t, s, live...)
+		insertTasks(t, s,
+			finished("01F1", tessera.StateSucceeded, at(-3*time.Hour), "main"),
+			finished("01F2", tessera.StateDead, at(-2*time.Hour), "other"),
+			finished("01F3", tessera.StateCanceled, at(-time.Hour), "main"),
+		)
+		writeTx(t, s, func(tx store.Tx) error {
+			return tx.TaskEventAppend(ctx, "main", "01F1", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
+		})
+		for i, want := range []int{2, 1, 0} {
+			var n int
+			writeTx(t, s, func(tx store.Tx) (err error) {
+				n, err = tx.TasksFinishedPurge(ctx, epoch, 2)
+				return err
+			})
+			if n != want {
+				t.Fatalf("purge batch %d deleted %d, want %d", i, n, want)
+			}
+		}
+		readTx(t, s, func(tx store.Tx) error {
+			for _, id := range []string{"01F1", "01F3"} {
+				if _, err := tx.TaskGet(ctx, "main", id); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("finished task %s survived retention: %v", id, err)
+				}
+			}
+			if evs, err := tx.TaskEventList(ctx, "main", "01F1", 0, 10); err != nil || len(evs) != 0 {
+				t.Errorf("events of a purged task: %+v, %v", evs, err)
+			}
+			for _, task := range live {
+				got, err := tx.TaskGet(ctx, "main", task.ID)
+				if err != nil || !reflect.DeepEqual(got, task) {
+					t.Errorf("live task %s after retention: %+v, %v", task.ID, got, err)
+				}
+			}
+			return nil
+		})
+		if got, want := stateCounts(t, s, "main", store.AllTasks), map[string]map[string]int{"default": {
+			tessera.StateReady: 1, tessera.StateLeased: 1, tessera.StatePaused: 1, tessera.StateSucceeded: 1}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("counts after retention = %v, want %v", got, want)
+		}
 	})
 
 	t.Run("TaskEventSequencePerTask", func(t *testing.T) {
@@ -422,6 +556,7 @@ func testTasks(t *testing.T, open Opener) {
 			ns, task string
 			seq      int64
 		}
+		insertTasks(t, s, taskFixture("01A", taskOpts{}), taskFixture("01B", taskOpts{}), taskFixture("01A", taskOpts{ns: "other"}))
 		var got []appended
 		for i, a := range []struct{ ns, task string }{
 			{"main", "01A"}, {"main", "01A"}, {"main", "01B"}, {"other", "01A"}, {"main", "01A"}, {"main", "01B"},
@@ -493,11 +628,8 @@ func testTasks(t *testing.T, open Opener) {
 			steps := []func() error{
 				func() error { return tx.TaskInsert(ctx, taskFixture("01NEW", taskOpts{})) },
 				func() error {
-					keep := taskFixture("01KEEP", taskOpts{state: tessera.StateDead})
-					return tx.TaskUpdate(ctx, keep)
-				},
-				func() error {
-					return tx.RunInsert(ctx, "main", &tessera.Run{ID: "01R", TaskID: "01KEEP", Holder: "p", Attempt: 1, StartedAt: epoch})
+					_, err := tx.TaskClaim(ctx, claimFixture("main", "default", epoch, "01R"))
+					return err
 				},
 				func() error {
 					return tx.TaskEventAppend(ctx, "main", "01KEEP", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
@@ -507,8 +639,9 @@ func testTasks(t *testing.T, open Opener) {
 				},
 				func() error { _, err := tx.NamespaceEnsure(ctx, "fresh", epoch); return err },
 				func() error {
-					return tx.IdempotencyPut(ctx, &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "r", Key: "k",
+					_, err := tx.IdempotencyPut(ctx, &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "r", Key: "k",
 						RequestHash: []byte{1}, Response: []byte("{}"), CreatedAt: epoch})
+					return err
 				},
 			}
 			for i, step := range steps {
@@ -525,7 +658,7 @@ func testTasks(t *testing.T, open Opener) {
 			if _, err := tx.TaskGet(ctx, "main", "01NEW"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("inserted task survived the rollback: %v", err)
 			}
-			if keep, err := tx.TaskGet(ctx, "main", "01KEEP"); err != nil || keep.State != tessera.StateReady {
+			if keep, err := tx.TaskGet(ctx, "main", "01KEEP"); err != nil || keep.State != tessera.StateReady || keep.Version != 0 {
 				t.Errorf("updated task after rollback: %+v, %v", keep, err)
 			}
 			if runs, err := tx.RunList(ctx, "main", "01KEEP"); err != nil || len(runs) != 0 {
@@ -537,7 +670,7 @@ func testTasks(t *testing.T, open Opener) {
 			if any, err := tx.PrincipalAny(ctx); err != nil || any {
 				t.Errorf("principal survived the rollback: %v, %v", any, err)
 			}
-			if nss, err := tx.NamespaceList(ctx); err != nil || len(nss) != 0 {
+			if nss, err := tx.NamespaceList(ctx, "", 10); err != nil || len(nss) != 0 {
 				t.Errorf("namespaces after rollback: %+v, %v", nss, err)
 			}
 			if _, err := tx.IdempotencyGet(ctx, "main", "p1", "r", "k"); !errors.Is(err, store.ErrNotFound) {
@@ -633,7 +766,7 @@ func testTasks(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		readTx(t, s, func(tx store.Tx) error {
-			_, err := tx.TaskGet(ctx, "main", "01U")
+			_, err := tx.TaskGet(t.Context(), "main", "01U")
 			return err
 		})
 	})

@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -318,6 +319,28 @@ func (f *FS) Remove(ns, sum string) error {
 	return nil
 }
 
+// RemoveNamespace deletes every committed byte of namespace ns: what a
+// namespace purge does once the store holds no metadata of it. It is moved
+// aside under tmp/ first (one rename, so a crash never leaves half a
+// namespace's bytes at their names), then removed; SweepFiles clears what a
+// crash left there.
+func (f *FS) RemoveNamespace(ns string) error {
+	if !validName(ns) {
+		return fmt.Errorf("blobfs: bad namespace %q", ns)
+	}
+	dir := filepath.Join(f.root, "ns", ns)
+	doomed := filepath.Join(f.tmpDir(), "purge-"+ns+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Rename(dir, doomed); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("blobfs: %w", err)
+	}
+	if err := os.RemoveAll(doomed); err != nil {
+		return fmt.Errorf("blobfs: %w", err)
+	}
+	return nil
+}
+
 // SweepFiles removes files in tmp/ and uploads/ not modified for maxAge:
 // bytes of a crashed receive, or of an upload whose metadata is gone. An
 // upload's file is never older than its declaration, so with maxAge at
@@ -331,6 +354,13 @@ func (f *FS) SweepFiles(maxAge time.Duration) (int, error) {
 			return removed, fmt.Errorf("blobfs: %w", err)
 		}
 		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "purge-") {
+				// A namespace purge that crashed before removing its bytes.
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err == nil {
+					removed++
+				}
+				continue
+			}
 			info, err := e.Info()
 			if err != nil || !info.Mode().IsRegular() || info.ModTime().After(cutoff) {
 				continue

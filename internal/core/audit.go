@@ -425,9 +425,9 @@ func (s *Service) readAudit(ctx context.Context, a *auth.Actor, action string, q
 	return page, nil
 }
 
-// RunRetention deletes rows past the audit window in batches of at most
-// 500, at most once every 5 minutes per process (SPEC §9). It reports
-// whether it ran.
+// RunRetention deletes rows past the audit window, and finished tasks
+// older than RetainFinished, in batches of at most 500, at most once every
+// 5 minutes per process (SPEC §9). It reports whether it ran.
 func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 	now := s.clock.Now()
 	s.audit.retentionMu.Lock()
@@ -447,6 +447,10 @@ func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 		// Anonymous principals go once their purge time is a retention
 		// window past, like the rest of their trail.
 		func(tx store.Tx) (int, error) { return tx.PrincipalsPurge(ctx, cutoff, retentionBatch) },
+	}
+	if s.cfg.RetainFinished > 0 {
+		finished := now.Add(-s.cfg.RetainFinished)
+		purges = append(purges, func(tx store.Tx) (int, error) { return tx.TasksFinishedPurge(ctx, finished, retentionBatch) })
 	}
 	for _, purge := range purges {
 		// Each table is drained batch by batch, a transaction per batch, so

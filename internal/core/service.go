@@ -31,11 +31,19 @@ type Config struct {
 	CountReads bool
 	// MaxBlobBytes bounds one blob upload (SPEC §5: 32 MiB).
 	MaxBlobBytes int64
+	// RetainFinished is how long succeeded, dead and canceled tasks are
+	// kept (with their runs and events) before retention deletes them;
+	// 0 keeps them forever.
+	RetainFinished time.Duration
 }
+
+// DefaultRetainFinished is how long finished tasks are kept by default.
+const DefaultRetainFinished = 7 * 24 * time.Hour
 
 // DefaultConfig returns the defaults of SPEC §6.
 func DefaultConfig() Config {
-	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second, MaxBlobBytes: DefaultMaxBlobBytes}
+	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second, MaxBlobBytes: DefaultMaxBlobBytes,
+		RetainFinished: DefaultRetainFinished}
 }
 
 // Service is the coordinator of §2: one per process, holding only state

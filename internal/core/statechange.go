@@ -17,6 +17,7 @@ func taskTopic(ns, id string) string     { return "t\x00" + ns + "\x00" + id }
 func snapshotTopic(ns string) string     { return "s\x00" + ns }
 func keyTopic(id string) string          { return "k\x00" + id }
 func principalTopic(id string) string    { return "p\x00" + id }
+func namespaceTopic(ns string) string    { return "n\x00" + ns }
 
 // notified is the store's listener: long-poll wake-ups, snapshot drops and
 // forgotten keys, from this node's commits and every other node's alike.
@@ -39,6 +40,8 @@ func (s *Service) notified(topic string) {
 		s.auth.ForgetKey(name)
 	case 'p':
 		s.auth.ForgetPrincipal(name)
+	case 'n':
+		s.forgetNamespace(name)
 	}
 }
 

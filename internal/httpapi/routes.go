@@ -45,6 +45,7 @@ func (s *Server) taskRoutes() []route {
 		{method: "POST", path: "/admin/keys", op: core.ActKeyNew, summary: "Create a key; its secret is returned once", handle: s.createKey, in: core.KeyParams{}, out: created{core.NewKey{}}},
 		{method: "GET", path: "/admin/keys", op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, out: core.KeyPage{}},
 		{method: "DELETE", path: "/admin/keys/{id}", op: core.ActKeyRevoke, summary: "Revoke a key", handle: s.revokeKey},
+		{method: "DELETE", path: "/admin/namespaces/{ns}", op: core.ActNamespacePurge, summary: "Purge a namespace's tasks, records, blobs and their bytes (not main)", handle: s.purgeNamespace, out: core.Purged{}},
 		{method: "GET", path: "/admin/namespaces", op: core.ActNamespaceList, summary: "List namespaces", handle: s.listNamespaces, in: pageQuery{}, out: core.NamespacePage{}},
 		{method: "GET", path: "/admin/storage", op: core.ActStorage, summary: "Today's metered storage rows", handle: s.storage, out: meter.Totals{}},
 		{method: "PUT", path: "/admin/storage/allowance", op: core.ActAllowance, summary: "Change the daily storage allowance (0 = unlimited)", handle: s.setAllowance, in: meter.Allowance{}, out: meter.Totals{}},
@@ -323,6 +324,14 @@ func (s *Server) listNamespaces(c *call) error {
 		return err
 	}
 	return c.json(http.StatusOK, page)
+}
+
+func (s *Server) purgeNamespace(c *call) error {
+	out, err := s.core.PurgeNamespace(c.ctx, c.actor, c.r.PathValue("ns"))
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusOK, out)
 }
 
 func (s *Server) storage(c *call) error {

@@ -40,8 +40,9 @@ type AuditTx interface {
 	AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error)
 	IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error)
 	SaltsPurge(ctx context.Context, beforeDay string) (int, error)
-	// PrincipalsPurge deletes principals whose purge time is before the
-	// cutoff, with their keys and namespace pairs.
+	// PrincipalsPurge deletes at most limit principals whose purge time is
+	// before the cutoff, with their keys, namespace pairs and session
+	// quotas.
 	PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error)
 }
 

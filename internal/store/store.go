@@ -70,6 +70,7 @@ type Tx interface {
 	RecordTx
 	AuditTx
 	PublicTx
+	SessionTx
 
 	// Notify queues topic for every node's listener (Store.Listen), to be
 	// delivered once this transaction commits; a rolled-back transaction

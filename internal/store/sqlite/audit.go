@@ -202,6 +202,9 @@ func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (
 	if _, err := t.c.exec(ctx, `DELETE FROM principal_namespaces WHERE principal_id IN (`+list+`)`, ids...); err != nil {
 		return 0, err
 	}
+	if _, err := t.c.exec(ctx, `DELETE FROM session_quotas WHERE principal_id IN (`+list+`)`, ids...); err != nil {
+		return 0, err
+	}
 	n, err := t.c.exec(ctx, `DELETE FROM principals WHERE id IN (`+list+`)`, ids...)
 	return int(n), err
 }

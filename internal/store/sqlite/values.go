@@ -32,6 +32,8 @@ func bind(s *sqlite3.Stmt, args []any) error {
 			err = s.BindInt64(p, int64(v))
 		case int64:
 			err = s.BindInt64(p, v)
+		case float64:
+			err = s.BindFloat(p, v)
 		case bool:
 			err = s.BindBool(p, v)
 		case []byte:

@@ -21,4 +21,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("public", func(t *testing.T) { testPublic(t, open) })
 	t.Run("audit", func(t *testing.T) { testAudit(t, open) })
 	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
+	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
 }

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/app"
@@ -34,6 +36,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.ClaimConcurrency, "claim-concurrency", cfg.ClaimConcurrency, "claims in flight per key")
 	fs.DurationVar(&cfg.AdmissionWait, "claim-admission-wait", cfg.AdmissionWait, "how long a claim over its bound waits before 429")
 	fs.Int64Var(&cfg.MaxBlobBytes, "max-blob-bytes", cfg.MaxBlobBytes, "largest blob upload, in bytes")
+	fs.DurationVar(&cfg.RetainFinished, "retain-finished", cfg.RetainFinished, "how long succeeded, dead and canceled tasks are kept (0 = forever)")
+	fs.IntVar(&cfg.Sessions.PerAddress, "session-address-limit", cfg.Sessions.PerAddress, "anonymous sessions an hour per client address (IPv6 by /64)")
+	fs.IntVar(&cfg.Sessions.PerHour, "session-allowance", cfg.Sessions.PerHour, "anonymous sessions an hour for everyone, accruing evenly (a tenth at once)")
+	fs.IntVar(&cfg.Sessions.Requests, "session-requests", cfg.Sessions.Requests, "requests each anonymous session may make")
+	trustProxy := fs.String("trust-proxy", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (default: none)")
 	var allowance meter.Allowance
 	fs.Int64Var(&allowance.RowsWrittenPerDay, "storage-rows-written-per-day", 0, "daily allowance of rows written (0 = unlimited)")
 	fs.Int64Var(&allowance.RowsReadPerDay, "storage-rows-read-per-day", 0, "daily allowance of rows read (0 = unlimited)")
@@ -60,13 +67,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.MaxBlobBytes < 1 {
 		return errors.New("--max-blob-bytes must be positive")
 	}
+	if cfg.Sessions.PerAddress < 0 || cfg.Sessions.PerHour < 0 || cfg.Sessions.Requests < 0 || cfg.RetainFinished < 0 {
+		return errors.New("session limits and --retain-finished must be ≥ 0")
+	}
+	proxies, err := parsePrefixes(*trustProxy)
+	if err != nil {
+		return fmt.Errorf("--trust-proxy: %w", err)
+	}
 	log := newLogger(*logFormat, stderr)
 
 	if *publicURL == "" {
 		*publicURL = "http://" + *addr
 	}
 	a, err := app.Open(ctx, app.Options{DataDir: *data, Core: cfg, Allowance: allowance, Log: log,
-		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version, MetricsPublic: *metricsPublic}})
+		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version, MetricsPublic: *metricsPublic, TrustProxy: proxies}})
 	if err != nil {
 		return err
 	}
@@ -111,6 +125,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("tessera stopped")
 	return nil
+}
+
+// parsePrefixes reads a comma-separated list of CIDRs (a bare address is
+// its own /32 or /128).
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, err
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func newLogger(format string, w io.Writer) *slog.Logger {

@@ -93,6 +93,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 			return nil, err
 		}
 	}
+	if o.Core.PublicURL == "" {
+		o.Core.PublicURL = o.HTTP.PublicURL
+	}
 	a.Core = core.New(a.Store, auth.NewAuthenticator(a.Store, o.Clock, KeyCacheTTL), m, o.Clock, o.Core)
 	blobs, err := blobfs.Open(filepath.Join(o.DataDir, "blobs"))
 	if err == nil {

@@ -218,6 +218,11 @@ func (r *runner) scenario() {
 		"record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3", "keyed_namespace_health")
 
 	r.measure("idle_worker_day", func() { r.idleWorkerDay(worker) })
+	// After the idle day, whose retention passes would purge the sessions
+	// when their 24 h are up, and count that against the idle worker. Warm,
+	// as the keyed rows: the new day's address salt is made first.
+	r.do(200, "GET", "/v1/counts", worker, nil)
+	r.anonymous()
 
 	for i := range 500 {
 		r.do(201, "POST", "/ns/board/v1/tasks", worker, map[string]any{"title": "public task " + strconv.Itoa(i), "public": true})
@@ -225,6 +230,23 @@ func (r *runner) scenario() {
 	r.clock.Advance(time.Minute) // past the snapshot's life
 	r.measure("health_500_first", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
 	r.measure("health_500_repeat", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
+}
+
+// anonymous measures a session minted and never used, and a session's
+// lifecycle as a newcomer runs it: mint, claim (its first call, which
+// makes the practice tasks), heartbeat, record, submit, counts.
+func (r *runner) anonymous() {
+	r.measure("anon_session_unused", func() { r.do(201, "POST", "/v1/sessions", "", nil) })
+	r.measure("anon_lifecycle", func() {
+		sess := decode[core.Session](r, r.do(201, "POST", "/v1/sessions", "", nil))
+		ns := "/ns/" + sess.Namespace
+		c := decode[claimed](r, r.do(200, "POST", ns+"/v1/claims", sess.Key, map[string]any{"queue": core.PracticeQueue}))
+		r.do(200, "POST", ns+"/v1/claims/"+c.Lease.TaskID+"/heartbeat", sess.Key, map[string]any{"lease_token": c.Lease.Token})
+		r.do(201, "PUT", ns+"/v1/records/practice/notes", sess.Key, map[string]any{"value": map[string]any{"learned": "records"}, "lease_token": c.Lease.Token})
+		r.do(200, "POST", ns+"/v1/claims/"+c.Lease.TaskID+"/submit", sess.Key,
+			map[string]any{"lease_token": c.Lease.Token, "outcome": "succeeded", "result": map[string]any{"hello": "world"}})
+		r.do(200, "GET", ns+"/v1/counts", sess.Key, nil)
+	})
 }
 
 // workerKey creates a principal with a key granted every namespace.

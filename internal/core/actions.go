@@ -52,11 +52,14 @@ const (
 	ActStorage        = "admin.storage"
 	ActAllowance      = "admin.storage.allowance"
 	ActMetrics        = "admin.metrics"
+	ActSessionStart   = "session.start"
 )
 
 // Need is what an operation needs of a key (§4): a grant for the
 // namespace and an action scope, or the admin scope, or just a valid key.
 type Need struct {
+	// Keyless operations take no key at all (minting a session).
+	Keyless bool
 	// Grant asks for a grant for the namespace.
 	Grant bool
 	// Action is the action scope; "" for none beyond the grant, or admin.
@@ -67,57 +70,58 @@ type Need struct {
 // namespace work) and the core (right before the operation, and again
 // after any wait) check against, so the two cannot disagree.
 var needs = map[string]Need{
-	ActMe:      {},
-	ActMyAudit: {},
+	ActSessionStart: {Keyless: true},
+	ActMe:           {},
+	ActMyAudit:      {},
 
-	ActTaskEnqueue: {true, tessera.ActionEnqueue},
-	ActTaskList:    {true, tessera.ActionRead},
-	ActTaskGet:     {true, tessera.ActionRead},
-	ActTaskCancel:  {true, tessera.ActionEnqueue},
-	ActTaskPause:   {true, tessera.ActionEnqueue},
-	ActTaskResume:  {true, tessera.ActionEnqueue},
-	ActTaskRetry:   {true, tessera.ActionEnqueue},
+	ActTaskEnqueue: {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskList:    {Grant: true, Action: tessera.ActionRead},
+	ActTaskGet:     {Grant: true, Action: tessera.ActionRead},
+	ActTaskCancel:  {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskPause:   {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskResume:  {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskRetry:   {Grant: true, Action: tessera.ActionEnqueue},
 	// Notes come from producers (enqueue) or the lease holder (claim):
 	// the grant is checked first, the rest by AddNote.
-	ActTaskNote: {true, ""},
-	ActCounts:   {true, tessera.ActionRead},
+	ActTaskNote: {Grant: true, Action: ""},
+	ActCounts:   {Grant: true, Action: tessera.ActionRead},
 
-	ActClaim:       {true, tessera.ActionClaim},
-	ActHeartbeat:   {true, tessera.ActionClaim},
-	ActSubmit:      {true, tessera.ActionClaim},
-	ActRelease:     {true, tessera.ActionClaim},
-	ActClaimEvents: {true, tessera.ActionClaim},
+	ActClaim:       {Grant: true, Action: tessera.ActionClaim},
+	ActHeartbeat:   {Grant: true, Action: tessera.ActionClaim},
+	ActSubmit:      {Grant: true, Action: tessera.ActionClaim},
+	ActRelease:     {Grant: true, Action: tessera.ActionClaim},
+	ActClaimEvents: {Grant: true, Action: tessera.ActionClaim},
 
-	ActRecordWrite:   {true, tessera.ActionWrite},
-	ActRecordRead:    {true, tessera.ActionRead},
-	ActRecordHistory: {true, tessera.ActionRead},
-	ActRecordList:    {true, tessera.ActionRead},
-	ActBucketPut:     {true, tessera.ActionWrite},
-	ActBucketList:    {true, tessera.ActionRead},
-	ActBlobDeclare:   {true, tessera.ActionWrite},
-	ActBlobUpload:    {true, tessera.ActionWrite},
-	ActBlobCommit:    {true, tessera.ActionWrite},
-	ActBlobRead:      {true, tessera.ActionRead},
-	ActBlobMeta:      {true, tessera.ActionRead},
+	ActRecordWrite:   {Grant: true, Action: tessera.ActionWrite},
+	ActRecordRead:    {Grant: true, Action: tessera.ActionRead},
+	ActRecordHistory: {Grant: true, Action: tessera.ActionRead},
+	ActRecordList:    {Grant: true, Action: tessera.ActionRead},
+	ActBucketPut:     {Grant: true, Action: tessera.ActionWrite},
+	ActBucketList:    {Grant: true, Action: tessera.ActionRead},
+	ActBlobDeclare:   {Grant: true, Action: tessera.ActionWrite},
+	ActBlobUpload:    {Grant: true, Action: tessera.ActionWrite},
+	ActBlobCommit:    {Grant: true, Action: tessera.ActionWrite},
+	ActBlobRead:      {Grant: true, Action: tessera.ActionRead},
+	ActBlobMeta:      {Grant: true, Action: tessera.ActionRead},
 
-	ActHealth:   {true, tessera.ActionRead},
-	ActBoard:    {true, tessera.ActionRead},
-	ActActivity: {true, tessera.ActionRead},
+	ActHealth:   {Grant: true, Action: tessera.ActionRead},
+	ActBoard:    {Grant: true, Action: tessera.ActionRead},
+	ActActivity: {Grant: true, Action: tessera.ActionRead},
 
-	ActAdminAudit:     {false, tessera.ActionAdmin},
-	ActPrincipalNew:   {false, tessera.ActionAdmin},
-	ActPrincipalList:  {false, tessera.ActionAdmin},
-	ActPrincipalEdit:  {false, tessera.ActionAdmin},
-	ActKeyNew:         {false, tessera.ActionAdmin},
-	ActKeyList:        {false, tessera.ActionAdmin},
-	ActKeyRevoke:      {false, tessera.ActionAdmin},
-	ActNamespaceList:  {false, tessera.ActionAdmin},
-	ActNamespaceSet:   {false, tessera.ActionAdmin},
-	ActNamespaceGet:   {false, tessera.ActionAdmin},
-	ActNamespacePurge: {false, tessera.ActionAdmin},
-	ActStorage:        {false, tessera.ActionAdmin},
-	ActAllowance:      {false, tessera.ActionAdmin},
-	ActMetrics:        {false, tessera.ActionAdmin},
+	ActAdminAudit:     {Grant: false, Action: tessera.ActionAdmin},
+	ActPrincipalNew:   {Grant: false, Action: tessera.ActionAdmin},
+	ActPrincipalList:  {Grant: false, Action: tessera.ActionAdmin},
+	ActPrincipalEdit:  {Grant: false, Action: tessera.ActionAdmin},
+	ActKeyNew:         {Grant: false, Action: tessera.ActionAdmin},
+	ActKeyList:        {Grant: false, Action: tessera.ActionAdmin},
+	ActKeyRevoke:      {Grant: false, Action: tessera.ActionAdmin},
+	ActNamespaceList:  {Grant: false, Action: tessera.ActionAdmin},
+	ActNamespaceSet:   {Grant: false, Action: tessera.ActionAdmin},
+	ActNamespaceGet:   {Grant: false, Action: tessera.ActionAdmin},
+	ActNamespacePurge: {Grant: false, Action: tessera.ActionAdmin},
+	ActStorage:        {Grant: false, Action: tessera.ActionAdmin},
+	ActAllowance:      {Grant: false, Action: tessera.ActionAdmin},
+	ActMetrics:        {Grant: false, Action: tessera.ActionAdmin},
 }
 
 // NeedOf returns what operation op needs of a key. An operation missing

@@ -184,13 +184,16 @@ func (s *Service) CreateKey(ctx context.Context, a *auth.Actor, p KeyParams) (*N
 	var out *NewKey
 	err = s.audited(ctx, a, tessera.MainNamespace, ActKeyNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Status = 201
-		if _, err := tx.PrincipalGet(ctx, p.PrincipalID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return tessera.Invalid("principal_id", "no principal %q", p.PrincipalID)
-			}
+		pr, err := tx.PrincipalGet(ctx, p.PrincipalID)
+		if errors.Is(err, store.ErrNotFound) {
+			return tessera.Invalid("principal_id", "no principal %q", p.PrincipalID)
+		}
+		if err != nil {
 			return err
 		}
-		var err error
+		if pr.Kind == tessera.KindAnonymous {
+			return tessera.Errorf(tessera.CodeInvalidState, "a demo session's principal has its one key")
+		}
 		out, err = createKey(ctx, tx, p.PrincipalID, p.Scopes, p.ExpiresAt, now)
 		if out != nil {
 			ev.Target = out.ID
@@ -341,9 +344,9 @@ func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor) (*Me, error) {
 		return nil, err
 	}
 	// Any valid key may ask, under any namespace's prefix: the event is
-	// kept in main, so a key writes nothing into a namespace it has no
-	// grant for (§4).
-	err = s.auditedRead(ctx, a, tessera.MainNamespace, ActMe, func(tx store.Tx, ev *tessera.AuditEvent) error {
+	// kept in main (a session's in its own namespace), so a key writes
+	// nothing into a namespace it has no grant for (§4).
+	err = s.auditedRead(ctx, a, homeNamespace(a), ActMe, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = a.Key.ID
 		return nil
 	})

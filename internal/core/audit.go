@@ -2,10 +2,7 @@ package core
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/netip"
 	"sync"
@@ -87,13 +84,25 @@ func newAuditor() *auditor { return &auditor{pending: map[counterKey]int64{}} }
 
 // ipHash returns the salted hash of the request's address group, creating
 // the day's salt inside tx when this is the day's first event. A salt it
-// had to read or create comes back as fresh, for the caller to cache once
-// tx has committed: a salt from a rolled-back transaction was never stored.
+// had to read or create comes back as fresh, for the caller to remember
+// once tx has committed: a salt from a rolled-back transaction was never
+// stored.
 func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (hash string, fresh *daySalt, err error) {
 	addr, ok := ctx.Value(clientKey{}).(netip.Addr)
 	if !ok || !addr.IsValid() {
 		return "", nil, nil
 	}
+	salt, fresh, err := s.daySaltFor(ctx, tx, now)
+	if err != nil {
+		return "", nil, err
+	}
+	return addrHash(salt, GroupAddr(addr).AsSlice()), fresh, nil
+}
+
+// daySaltFor returns the address salt of now's UTC day: the one remembered,
+// or the store's, made inside tx if the day has none yet (then it comes
+// back as fresh too, see ipHash).
+func (s *Service) daySaltFor(ctx context.Context, tx store.Tx, now time.Time) ([]byte, *daySalt, error) {
 	day := now.UTC().Format(time.DateOnly)
 	s.audit.mu.Lock()
 	salt := s.audit.salt
@@ -101,21 +110,29 @@ func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (hash 
 		salt = nil
 	}
 	s.audit.mu.Unlock()
-	if salt == nil {
-		salt, err = tx.SaltGet(ctx, day)
-		if errors.Is(err, store.ErrNotFound) {
-			random := make([]byte, 32)
-			_, _ = rand.Read(random)
-			salt, err = tx.SaltPut(ctx, day, random)
-		}
-		if err != nil {
-			return "", nil, err
-		}
-		fresh = &daySalt{day: day, salt: salt}
+	if salt != nil {
+		return salt, nil, nil
 	}
-	m := hmac.New(sha256.New, salt)
-	m.Write(GroupAddr(addr).AsSlice())
-	return hex.EncodeToString(m.Sum(nil)[:16]), fresh, nil
+	salt, err := tx.SaltGet(ctx, day)
+	if errors.Is(err, store.ErrNotFound) {
+		random := make([]byte, 32)
+		_, _ = rand.Read(random)
+		salt, err = tx.SaltPut(ctx, day, random)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return salt, &daySalt{day: day, salt: salt}, nil
+}
+
+// rememberSalt keeps a salt a committed transaction read or made.
+func (s *Service) rememberSalt(salt *daySalt) {
+	if salt == nil {
+		return
+	}
+	s.audit.mu.Lock()
+	s.audit.saltDay, s.audit.salt = salt.day, salt.salt
+	s.audit.mu.Unlock()
 }
 
 type daySalt struct {
@@ -186,11 +203,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	if err != nil {
 		return err
 	}
-	if salt != nil {
-		s.audit.mu.Lock()
-		s.audit.saltDay, s.audit.salt = salt.day, salt.salt
-		s.audit.mu.Unlock()
-	}
+	s.rememberSalt(salt)
 	if creates {
 		s.markKnown(ns)
 	}
@@ -350,7 +363,21 @@ func (s *Service) MyAudit(ctx context.Context, a *auth.Actor, q AuditQuery) (*Au
 		return nil, err
 	}
 	q.Principal = a.Principal.ID
+	if a.Principal.Kind == tessera.KindAnonymous {
+		// A session acts in its demo namespace alone, and reads it there.
+		q.Namespace = SessionNamespace(a.Principal.ID)
+	}
 	return s.readAudit(ctx, a, ActMyAudit, q)
+}
+
+// homeNamespace is where a key's reads of itself are audited: main for
+// keys, a session's own demo namespace for session keys (which may not
+// write into main).
+func homeNamespace(a *auth.Actor) string {
+	if a.Principal.Kind == tessera.KindAnonymous {
+		return SessionNamespace(a.Principal.ID)
+	}
+	return tessera.MainNamespace
 }
 
 // AdminAudit returns everyone's events and counters of the last 24 h.
@@ -394,7 +421,7 @@ func (s *Service) readAudit(ctx context.Context, a *auth.Actor, action string, q
 	page := &AuditPage{Events: []tessera.AuditEvent{}, Counters: []tessera.AuditCounter{}}
 	ns := q.Namespace
 	if ns == "" {
-		ns = tessera.MainNamespace
+		ns = homeNamespace(a)
 	}
 	err := s.auditedRead(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = "audit"
@@ -444,13 +471,25 @@ func (s *Service) RunRetention(ctx context.Context) (bool, error) {
 		func(tx store.Tx) (int, error) {
 			return tx.SaltsPurge(ctx, cutoff.Add(-24*time.Hour).Format(time.DateOnly))
 		},
-		// Anonymous principals go once their purge time is a retention
-		// window past, like the rest of their trail.
-		func(tx store.Tx) (int, error) { return tx.PrincipalsPurge(ctx, cutoff, retentionBatch) },
+		// Per-address session windows are an hour long.
+		func(tx store.Tx) (int, error) {
+			return tx.SessionMintsPurge(ctx, now.Add(-sessionWindow), retentionBatch)
+		},
 	}
 	if s.cfg.RetainFinished > 0 {
 		finished := now.Add(-s.cfg.RetainFinished)
 		purges = append(purges, func(tx store.Tx) (int, error) { return tx.TasksFinishedPurge(ctx, finished, retentionBatch) })
+	}
+	// Sessions whose time is up go with their demo namespaces; their
+	// audit trail stays for its window.
+	for {
+		n, err := s.purgeSessions(ctx, now)
+		if err != nil {
+			return true, err
+		}
+		if n < retentionBatch {
+			break
+		}
 	}
 	for _, purge := range purges {
 		// Each table is drained batch by batch, a transaction per batch, so

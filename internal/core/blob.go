@@ -276,11 +276,12 @@ func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, 
 	if err != nil {
 		return nil, err
 	}
-	got, err := fs.Receive(id, body, s.MaxBlobBytes())
+	limit := BodyLimit(a, s.MaxBlobBytes())
+	got, err := fs.Receive(id, body, limit)
 	var readErr *blobfs.ReadError
 	switch {
 	case errors.Is(err, blobfs.ErrTooLarge):
-		return nil, &tessera.Error{Code: tessera.CodePayloadTooLarge, Message: fmt.Sprintf("a blob is at most %d bytes", s.MaxBlobBytes())}
+		return nil, &tessera.Error{Code: tessera.CodePayloadTooLarge, Message: fmt.Sprintf("a blob upload is at most %d bytes here", limit)}
 	case errors.As(err, &readErr):
 		return nil, tessera.Errorf(tessera.CodeInvalidRequest, "the upload body could not be read to its end")
 	case err != nil:

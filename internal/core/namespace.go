@@ -37,6 +37,19 @@ func (s *Service) PurgeNamespace(ctx context.Context, a *auth.Actor, ns string) 
 	if ns == tessera.MainNamespace {
 		return nil, tessera.Errorf(tessera.CodeInvalidState, "the main namespace cannot be purged")
 	}
+	out, err := s.purgeNamespace(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	err = s.audited(ctx, a, tessera.MainNamespace, ActNamespacePurge, func(_ store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target = ns
+		return nil
+	})
+	return out, err
+}
+
+// purgeNamespace deletes ns's data batch by batch, then its blob bytes.
+func (s *Service) purgeNamespace(ctx context.Context, ns string) (*Purged, error) {
 	out := &Purged{Namespace: ns}
 	for {
 		var n int
@@ -62,11 +75,7 @@ func (s *Service) PurgeNamespace(ctx context.Context, a *auth.Actor, ns string) 
 			return nil, err
 		}
 	}
-	err = s.audited(ctx, a, tessera.MainNamespace, ActNamespacePurge, func(_ store.Tx, ev *tessera.AuditEvent) error {
-		ev.Target = ns
-		return nil
-	})
-	return out, err
+	return out, nil
 }
 
 // forgetNamespace drops what this process remembers of ns: after a purge

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,11 @@ type Config struct {
 	CountReads bool
 	// MaxBlobBytes bounds one blob upload (SPEC §5: 32 MiB).
 	MaxBlobBytes int64
+	// Sessions bounds anonymous demo sessions.
+	Sessions SessionConfig
+	// PublicURL is the base URL clients reach the server at, for the
+	// ready-to-run commands a new session is given.
+	PublicURL string
 	// RetainFinished is how long succeeded, dead and canceled tasks are
 	// kept (with their runs and events) before retention deletes them;
 	// 0 keeps them forever.
@@ -43,7 +49,7 @@ const DefaultRetainFinished = 7 * 24 * time.Hour
 // DefaultConfig returns the defaults of SPEC §6.
 func DefaultConfig() Config {
 	return Config{ClaimRate: 20, ClaimBurst: 40, ClaimConcurrency: 8, AdmissionWait: time.Second, MaxBlobBytes: DefaultMaxBlobBytes,
-		RetainFinished: DefaultRetainFinished}
+		RetainFinished: DefaultRetainFinished, Sessions: DefaultSessionConfig()}
 }
 
 // Service is the coordinator of §2: one per process, holding only state
@@ -186,7 +192,9 @@ func remember(set map[string]bool, k string) {
 // unless this process knows the pair is recorded. It reports whether it
 // wrote, for the caller to remember the pair once tx has committed.
 func (s *Service) notePair(ctx context.Context, tx store.Tx, principal, ns string) (bool, error) {
-	if principal == "" || principal == tessera.Anonymous {
+	// A session's principal acts in its demo namespace only, which its
+	// audit reads name directly (auditScopeOf): no pair is needed.
+	if principal == "" || principal == tessera.Anonymous || strings.HasPrefix(ns, "demo-") && SessionNamespace(principal) == ns {
 		return false, nil
 	}
 	s.nsMu.Lock()

@@ -38,6 +38,9 @@ func (s *Server) Describe() []discovery.Route {
 		}
 		out = append(out, d)
 	}
+	sr := s.sessionRoute()
+	out = append(out, discovery.Route{Method: sr.method, Path: "/v1" + sr.path, Summary: sr.summary, Auth: "public",
+		Out: core.Session{}, Status: http.StatusCreated})
 	for _, rt := range s.publicRoutes() {
 		out = append(out, discovery.Route{Method: rt.method, Path: rt.path, Namespaced: true,
 			Summary: rt.summary, Auth: "public", In: rt.in, Out: rt.out, Status: http.StatusOK})

@@ -52,12 +52,20 @@ func newTestServer(t testing.TB, configure ...func(*core.Config)) *testServer {
 // files.
 func serverAt(t testing.TB, dir string, clock *tessera.ManualClock, configure ...func(*core.Config)) (*testServer, func()) {
 	t.Helper()
-	cfg := core.DefaultConfig()
-	for _, f := range configure {
-		f(&cfg)
-	}
-	a, err := app.Open(context.Background(), app.Options{DataDir: dir, Clock: clock, Core: cfg, AdminKey: adminKey,
-		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}})
+	return serverWith(t, dir, clock, func(o *app.Options) {
+		for _, f := range configure {
+			f(&o.Core)
+		}
+	})
+}
+
+// serverWith is serverAt for a test that sets any of the app's options.
+func serverWith(t testing.TB, dir string, clock *tessera.ManualClock, configure func(*app.Options)) (*testServer, func()) {
+	t.Helper()
+	o := app.Options{DataDir: dir, Clock: clock, Core: core.DefaultConfig(), AdminKey: adminKey,
+		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}}
+	configure(&o)
+	a, err := app.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	Version   string
 	// MetricsPublic serves GET /metrics without a key.
 	MetricsPublic bool
+	// TrustProxy are the networks of reverse proxies whose
+	// X-Forwarded-For is believed (--trust-proxy); none by default.
+	TrustProxy []netip.Prefix
 }
 
 // New returns a Server over svc. The discovery documents are rendered here,
@@ -77,6 +80,8 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 		s.handle("GET "+p, docs.Handler())
 	}
 	s.handle("GET /metrics", http.HandlerFunc(s.metrics))
+	// Minting a session takes no key and belongs to no namespace.
+	s.handle("POST /v1/sessions", s.handler(s.sessionRoute(), false))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, tessera.Errorf(tessera.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -133,8 +138,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(rec, r.Body, limit)
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		ctx = core.WithClient(ctx, ap.Addr())
+	if addr, ok := s.clientAddr(r); ok {
+		ctx = core.WithClient(ctx, addr)
 	}
 	s.mux.ServeHTTP(rec, r.WithContext(ctx))
 }
@@ -180,6 +185,10 @@ func (s *Server) serve(c *call, rt route, namespaced bool) error {
 // route's operation needs (the core's table, checked again by the core),
 // all before any namespace work.
 func (s *Server) edge(c *call, rt route) error {
+	need := core.NeedOf(rt.op)
+	if need.Keyless {
+		return nil
+	}
 	header := c.r.Header.Get("Authorization")
 	if rt.public && header == "" && c.ns == tessera.MainNamespace {
 		return nil
@@ -189,12 +198,63 @@ func (s *Server) edge(c *call, rt route) error {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return tessera.ErrUnauthorized
 	}
-	actor, err := s.core.Auth().Authenticate(c.ctx, strings.TrimSpace(bearer))
+	actor, err := s.core.Authenticate(c.ctx, strings.TrimSpace(bearer))
 	if err != nil {
 		return err
 	}
 	c.actor = actor
-	return core.NeedOf(rt.op).Check(actor, c.ns)
+	if err := need.Check(actor, c.ns); err != nil {
+		return err
+	}
+	// A session key's requests are held to its smaller body limit, blob
+	// bytes included (SPEC §5).
+	if limit := core.BodyLimit(actor, s.bodyLimit(c.r)); limit < s.bodyLimit(c.r) {
+		if c.r.ContentLength > limit {
+			return tessera.Errorf(tessera.CodePayloadTooLarge, "a demo session's request body is at most %d bytes", limit)
+		}
+		c.r.Body = http.MaxBytesReader(c.w, c.r.Body, limit)
+	}
+	return nil
+}
+
+// clientAddr is the address a request came from: the socket's peer, or,
+// when that peer is a trusted proxy, the first address of X-Forwarded-For
+// from the right that is not one (each proxy appends the address it got
+// the request from, so the rightmost untrusted entry is the one no client
+// could forge). The audit trail's ip_hash and the per-address session
+// limit both use it.
+func (s *Server) clientAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	addr := ap.Addr().Unmap()
+	if !s.trusted(addr) {
+		return addr, true
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			hop, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return addr, true // a malformed hop: trust nothing past it
+			}
+			if addr = hop.Unmap(); !s.trusted(addr) {
+				return addr, true
+			}
+		}
+	}
+	return addr, true
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.cfg.TrustProxy {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 type statusRecorder struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/discovery"
+	"github.com/tessera-dev/tessera/internal/mcp"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	docs *discovery.Docs
 	cfg  Config
 	reqs *requestMetrics
+	mcp  *mcp.Endpoint
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -65,6 +67,7 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 		s.handle(rt.method+" "+rt.path, s.handler(rt, false))
 		s.handle(rt.method+" /ns/{namespace}"+rt.path, s.handler(rt, true))
 	}
+	s.mountMCP()
 	docs, err := discovery.New(s.discoveryConfig(cfg), s.Describe(), ErrorBody{})
 	if err != nil {
 		return nil, err
@@ -180,21 +183,25 @@ func (s *Server) serve(c *call, rt route, namespaced bool) error {
 // route's operation needs (the core's table, checked again by the core),
 // all before any namespace work.
 func (s *Server) edge(c *call, rt route) error {
-	header := c.r.Header.Get("Authorization")
-	if rt.public && header == "" && c.ns == tessera.MainNamespace {
+	if rt.public && c.r.Header.Get("Authorization") == "" && c.ns == tessera.MainNamespace {
 		return nil
 	}
-	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
-	scheme, bearer, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return tessera.ErrUnauthorized
-	}
-	actor, err := s.core.Auth().Authenticate(c.ctx, strings.TrimSpace(bearer))
+	actor, err := s.authenticate(c.r)
 	if err != nil {
 		return err
 	}
 	c.actor = actor
 	return core.NeedOf(rt.op).Check(actor, c.ns)
+}
+
+// authenticate is step 1 of §4: the bearer key of r, resolved.
+func (s *Server) authenticate(r *http.Request) (*auth.Actor, error) {
+	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
+	scheme, bearer, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, tessera.ErrUnauthorized
+	}
+	return s.core.Auth().Authenticate(r.Context(), strings.TrimSpace(bearer))
 }
 
 type statusRecorder struct {

@@ -1,0 +1,97 @@
+package mcp
+
+import (
+	"context"
+
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Instructions is what server/discover and initialize tell a model about
+// using Tessera.
+const Instructions = `Tessera coordinates work: producers put tasks on namespaced queues, workers claim them with a time-limited lease and submit a result.
+To work as a worker: call claim_task (queue, lease_seconds; wait_seconds up to 20 waits for work). If the answer has lease: null, wait retry_after seconds and claim again.
+Otherwise read task.brief and task.payload, and keep lease.token: it is your lease_token. While you work, call heartbeat with task_id and lease_token before lease.expires_at; stop if it answers cancel_requested.
+Leave artifacts with write_record (bucket, key, value, lease_token) and upload_blob, then call submit_task with outcome "succeeded" and a result (or "failed" and an error), with an idempotency_key so a retry is safe.
+A lease_lost error means the lease lapsed or the task was canceled: drop the work and claim again. Every tool takes an optional namespace (default "main"); your key needs a grant for it (explain_access_modes tells how keys, scopes and sessions work).
+Errors come back as results with isError: true and structuredContent {status, code, message, retry_after?, reset_at?}: the HTTP status and error code of Tessera's API.`
+
+func (e *Endpoint) accessTools() []*tool {
+	return []*tool{
+		toolFunc(tool{name: "explain_access_modes", title: "How to get access", access: keyless, readOnly: true,
+			description: "Explain how to reach Tessera: API keys and their scopes (which tools each scope allows), namespaces, anonymous demo sessions, and what needs no key. " +
+				"Needs no key and touches no storage: call it first when a call answers unauthorized or forbidden.",
+			out: accessModes{}}, e.explainAccessModes),
+		toolFunc(tool{name: "start_session", title: "Start a demo session", access: keyless,
+			description: "Unavailable on this server: anonymous demo sessions are not offered yet, and the call answers an unavailable error. " +
+				"Once they are, it mints a key for a fresh demo namespace with practice tasks, with no key needed. Use an API key from the operator instead (see explain_access_modes).",
+			out: struct{}{}}, e.startSession),
+		toolFunc(tool{name: "whoami", title: "Who am I", access: anyKey, op: core.ActMe, readOnly: true,
+			description: "Show the principal behind your key (id, kind, account, display name), the key's id, scopes and expiry. namespace is ignored.",
+			out: core.Me{}}, e.whoami),
+	}
+}
+
+// accessModes answers explain_access_modes.
+type accessModes struct {
+	MCPURL    string       `json:"mcp_url"`
+	APIBase   string       `json:"api_base"`
+	Namespace string       `json:"namespace" doc:"the namespace asked about; tools act on it when given this namespace"`
+	Modes     []accessMode `json:"modes"`
+	Scopes    []scopeDoc   `json:"scopes"`
+}
+
+type accessMode struct {
+	Mode        string `json:"mode"`
+	Available   bool   `json:"available"`
+	Description string `json:"description"`
+}
+
+type scopeDoc struct {
+	Scope       string   `json:"scope"`
+	Description string   `json:"description"`
+	Tools       []string `json:"tools"`
+}
+
+func (e *Endpoint) explainAccessModes(_ context.Context, c *toolCall, _ *nsArg) (any, error) {
+	byAction := map[tessera.Action][]string{}
+	var anyKeyTools []string
+	for _, t := range e.tools {
+		switch t.access {
+		case granted:
+			byAction[t.action] = append(byAction[t.action], t.name)
+		case anyKey:
+			anyKeyTools = append(anyKeyTools, t.name)
+		}
+	}
+	grant := "namespace:" + c.ns
+	return accessModes{
+		MCPURL: e.cfg.PublicURL + "/mcp", APIBase: e.cfg.PublicURL + "/v1", Namespace: c.ns,
+		Modes: []accessMode{
+			{Mode: "api_key", Available: true, Description: "A key tsk_<id>_<secret> from the operator (POST /v1/admin/keys, or `tessera admin create-key`), " +
+				"sent on every request as the header Authorization: Bearer <key>. Its scopes say what it may do where."},
+			{Mode: "anonymous_session", Available: false, Description: "A demo key for a namespace of its own, minted by start_session or POST /v1/sessions without a key. Not offered by this server yet."},
+			{Mode: "public", Available: true, Description: "No key: these MCP tools (explain_access_modes, start_session, tools/list) and, over HTTP, the main namespace's /board, /v1/health and /v1/public/activity."},
+		},
+		Scopes: []scopeDoc{
+			{Scope: grant, Description: "reach namespace " + c.ns + " at all (namespace:* reaches every one); needed beside an action scope", Tools: nil},
+			{Scope: string(tessera.ActionRead), Description: "read tasks, counts, records and blobs", Tools: byAction[tessera.ActionRead]},
+			{Scope: string(tessera.ActionEnqueue), Description: "put tasks on queues", Tools: byAction[tessera.ActionEnqueue]},
+			{Scope: string(tessera.ActionClaim), Description: "work tasks: claim, heartbeat, submit, release, claim events", Tools: byAction[tessera.ActionClaim]},
+			{Scope: string(tessera.ActionWrite), Description: "write records and blobs", Tools: byAction[tessera.ActionWrite]},
+			{Scope: "any valid key", Description: "your own identity and audit trail, in any namespace", Tools: anyKeyTools},
+			{Scope: string(tessera.ActionAdmin), Description: "everything in every namespace, and administration (over HTTP)", Tools: nil},
+		},
+	}, nil
+}
+
+// startSession is where anonymous demo sessions (SPEC §12) are wired in
+// once the core offers them: call the core's session mint with the
+// caller's address and answer its key. Until then it says so.
+func (e *Endpoint) startSession(context.Context, *toolCall, *nsArg) (any, error) {
+	return nil, tessera.Errorf(tessera.CodeUnavailable, "anonymous demo sessions are not available on this server yet; ask the operator for an API key (see explain_access_modes)")
+}
+
+func (e *Endpoint) whoami(ctx context.Context, c *toolCall, _ *nsArg) (any, error) {
+	return e.core.WhoAmI(ctx, c.actor)
+}

@@ -28,7 +28,7 @@ func (e *Endpoint) accessTools() []*tool {
 			out: struct{}{}}, e.startSession),
 		toolFunc(tool{name: "whoami", title: "Who am I", access: anyKey, op: core.ActMe, readOnly: true,
 			description: "Show the principal behind your key (id, kind, account, display name), the key's id, scopes and expiry. namespace is ignored.",
-			out: core.Me{}}, e.whoami),
+			out:         core.Me{}}, e.whoami),
 	}
 }
 

@@ -27,10 +27,10 @@ func (e *Endpoint) recordTools() []*tool {
 			out: tessera.Record{}}, e.writeRecord),
 		toolFunc(tool{name: "read_record", title: "Read a record", access: granted, action: tessera.ActionRead, op: core.ActRecordRead, readOnly: true,
 			description: "Read the newest version of the record at bucket/key, or the given version. The answer names the run_id and task_id when the version was written under a lease.",
-			out: tessera.Record{}}, e.readRecord),
+			out:         tessera.Record{}}, e.readRecord),
 		toolFunc(tool{name: "list_records", title: "List records", access: granted, action: tessera.ActionRead, op: core.ActRecordList, readOnly: true,
 			description: "List the newest version of each record in a bucket, by key, optionally only keys starting with prefix. Pass next_cursor back as cursor for the next page.",
-			out: core.RecordPage{}}, e.listRecords),
+			out:         core.RecordPage{}}, e.listRecords),
 		toolFunc(tool{name: "upload_blob", title: "Upload a blob", access: granted, action: tessera.ActionWrite, op: core.ActBlobCommit, idempotent: true,
 			description: "Store bytes (base64 in data, at most 512 KiB once decoded) as an immutable blob addressed by their SHA-256, and get its ref (sha256:<hex>). " +
 				"The same bytes always get the same ref; uploading them again stores nothing new. Pass your lease_token to bind the blob to your run. " +
@@ -83,9 +83,9 @@ type uploadBlobArgs struct {
 
 // uploadedBlob answers upload_blob.
 type uploadedBlob struct {
-	Ref         string `json:"ref"`
-	SHA256      string `json:"sha256"`
-	Size        int64  `json:"size"`
+	Ref    string `json:"ref"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
 	// ContentType is the stored media type; absent when the bytes existed.
 	ContentType string `json:"content_type,omitempty"`
 	// Exists is set when the namespace held the bytes already.
@@ -101,7 +101,7 @@ type readBlobArgs struct {
 type readBlobResult struct {
 	core.BlobInfo
 	Data *string `json:"data,omitempty" doc:"the bytes, base64; absent for a blob over 512 KiB"`
-	URL  string `json:"url" doc:"where the HTTP API serves the bytes (with Range and ETag)"`
+	URL  string  `json:"url" doc:"where the HTTP API serves the bytes (with Range and ETag)"`
 }
 
 type myAuditArgs struct {

@@ -28,10 +28,10 @@ func (e *Endpoint) taskTools() []*tool {
 			out: core.TaskPage{}}, e.listTasks),
 		toolFunc(tool{name: "get_task", title: "Get a task", access: granted, action: tessera.ActionRead, op: core.ActTaskGet, readOnly: true,
 			description: "Read one task by task_id, with its runs (one per claim: holder, attempt, outcome).",
-			out: tessera.Task{}}, e.getTask),
+			out:         tessera.Task{}}, e.getTask),
 		toolFunc(tool{name: "counts", title: "Count tasks", access: granted, action: tessera.ActionRead, op: core.ActCounts, readOnly: true,
 			description: "Count the namespace's tasks by queue and state: a quick look at how much work waits, runs and is done.",
-			out: countsResult{}}, e.counts),
+			out:         countsResult{}}, e.counts),
 		toolFunc(tool{name: "claim_task", title: "Claim the next task", access: granted, action: tessera.ActionClaim, op: core.ActClaim,
 			description: "Claim the next ready task of a queue (highest priority, then oldest) with a lease of lease_seconds (10–3600, default 300). " +
 				"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
@@ -47,7 +47,7 @@ func (e *Endpoint) taskTools() []*tool {
 			out: tessera.Task{}}, e.submit),
 		toolFunc(tool{name: "release_task", title: "Give a task back", access: granted, action: tessera.ActionClaim, op: core.ActRelease, idempotent: true,
 			description: "Give a claimed task back to its queue without using an attempt, when you cannot work it. This ends the lease.",
-			out: tessera.Task{}}, e.release),
+			out:         tessera.Task{}}, e.release),
 		toolFunc(tool{name: "claim_events", title: "Events of a held task", access: granted, action: tessera.ActionClaim, op: core.ActClaimEvents, readOnly: true,
 			description: "Read what the holder of a task's lease should learn — notes from producers, a cancel request, a lapsed lease — after sequence number since (0 for all). " +
 				"wait (0–30 seconds) long-polls until something arrives. Pass next_since back as since next time.",

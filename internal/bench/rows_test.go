@@ -20,14 +20,14 @@ func TestRowsScenarioMeetsTargets(t *testing.T) {
 	if len(rows) != len(RowNames) {
 		t.Fatalf("%d rows, want %d", len(rows), len(RowNames))
 	}
-	notYet := map[string]bool{"mcp_tools_list_keyed": true, "anon_session_unused": true, "anon_lifecycle": true}
+	notYet := map[string]bool{"anon_session_unused": true, "anon_lifecycle": true}
 	for i, row := range rows {
 		if row.Request != RowNames[i] {
 			t.Errorf("row %d is %q, want %q", i, row.Request, RowNames[i])
 		}
 		if notYet[row.Request] {
 			if row.RowsWritten != nil {
-				t.Errorf("%s measured, but this build has no MCP or anonymous sessions", row.Request)
+				t.Errorf("%s measured, but this build has no anonymous sessions", row.Request)
 			}
 			continue
 		}

@@ -28,6 +28,8 @@ type Config struct {
 	ClaimRate        float64
 	ClaimBurst       int
 	ClaimConcurrency int
+	// MCP describes the MCP endpoint.
+	MCP MCP
 }
 
 // Doc is one rendered document.

@@ -271,3 +271,12 @@ func checkQuery(fields map[string]string) error {
 	}
 	return nil
 }
+
+// Docs describes the endpoint for the discovery documents.
+func (e *Endpoint) Docs() discovery.MCP {
+	d := discovery.MCP{Versions: Versions}
+	for _, t := range e.tools {
+		d.Tools = append(d.Tools, discovery.MCPTool{Name: t.name, Description: t.description, NeedsKey: t.access != keyless})
+	}
+	return d
+}

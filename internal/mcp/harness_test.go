@@ -86,24 +86,24 @@ func (s *server) post(body any, headers ...string) *reply {
 
 func (s *server) send(method, path string, body []byte, headers ...string) *reply {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{"Content-Type": {"application/json"}}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		h.Set(headers[i], headers[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
+	req, err := http.NewRequest(method, s.URL+path, bytes.NewReader(body))
+	if err == nil {
+		req.Header = h
+		var res *http.Response
+		if res, err = http.DefaultClient.Do(req); err == nil {
+			defer res.Body.Close()
+			var out []byte
+			if out, err = io.ReadAll(res.Body); err == nil {
+				return &reply{Status: res.StatusCode, Header: res.Header, Body: out}
+			}
+		}
 	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(res.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return &reply{Status: res.StatusCode, Header: res.Header, Body: out}
+	s.t.Fatal(err)
+	return nil
 }
 
 // newKey makes an agent principal with a key holding scopes, through the

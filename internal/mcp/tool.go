@@ -73,10 +73,18 @@ func toolFunc[A any](t tool, fn func(ctx context.Context, c *toolCall, a *A) (an
 		if err := c.decode(&a); err != nil {
 			return nil, err
 		}
+		if ch, ok := any(&a).(checker); ok {
+			if err := ch.check(); err != nil {
+				return nil, err
+			}
+		}
 		return fn(ctx, c, &a)
 	}
 	return &t
 }
+
+// checker is an argument struct with a check beyond decoding.
+type checker interface{ check() error }
 
 // nsArg is the namespace every tool takes.
 type nsArg struct {
@@ -245,8 +253,6 @@ func (e *Endpoint) errorResult(c *call, err error) callResult {
 	return e.result(c, out, true)
 }
 
-// checkID holds an id argument to the shape ids have; anything else
-// cannot exist, so it is not found (as a bad id in an HTTP path is).
 func checkID(kind, v string) error {
 	if v == "" || len(v) > 64 {
 		return tessera.NotFound(kind, v)

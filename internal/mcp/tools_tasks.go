@@ -77,6 +77,10 @@ type taskArg struct {
 	TaskID string `json:"task_id"`
 }
 
+// check holds task_id to the shape ids have, as the HTTP adapter holds a
+// task id in a path: anything else cannot exist, so it is not found.
+func (a *taskArg) check() error { return checkID("task", a.TaskID) }
+
 type claimArgs struct {
 	nsArg
 	core.ClaimParams
@@ -134,9 +138,6 @@ func (e *Endpoint) listTasks(ctx context.Context, c *toolCall, a *listTasksArgs)
 }
 
 func (e *Endpoint) getTask(ctx context.Context, c *toolCall, a *taskArg) (any, error) {
-	if err := checkID("task", a.TaskID); err != nil {
-		return nil, err
-	}
 	return e.core.GetTask(ctx, c.actor, c.ns, a.TaskID)
 }
 
@@ -153,16 +154,10 @@ func (e *Endpoint) claim(ctx context.Context, c *toolCall, a *claimArgs) (any, e
 }
 
 func (e *Endpoint) heartbeat(ctx context.Context, c *toolCall, a *heartbeatArgs) (any, error) {
-	if err := checkID("task", a.TaskID); err != nil {
-		return nil, err
-	}
 	return e.core.Heartbeat(ctx, c.actor, c.ns, a.TaskID, a.HeartbeatParams)
 }
 
 func (e *Endpoint) submit(ctx context.Context, c *toolCall, a *submitArgs) (any, error) {
-	if err := checkID("task", a.TaskID); err != nil {
-		return nil, err
-	}
 	key, err := idempotencyKey(a.IdempotencyKey)
 	if err != nil {
 		return nil, err
@@ -171,16 +166,10 @@ func (e *Endpoint) submit(ctx context.Context, c *toolCall, a *submitArgs) (any,
 }
 
 func (e *Endpoint) release(ctx context.Context, c *toolCall, a *releaseArgs) (any, error) {
-	if err := checkID("task", a.TaskID); err != nil {
-		return nil, err
-	}
 	return e.core.Release(ctx, c.actor, c.ns, a.TaskID, a.ReleaseParams)
 }
 
 func (e *Endpoint) claimEvents(ctx context.Context, c *toolCall, a *claimEventsArgs) (any, error) {
-	if err := checkID("task", a.TaskID); err != nil {
-		return nil, err
-	}
 	if a.Wait < 0 || a.Wait > core.MaxEventsWait {
 		return nil, tessera.Invalid("wait", "wait must be 0–%d seconds", core.MaxEventsWait)
 	}

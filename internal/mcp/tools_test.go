@@ -275,3 +275,19 @@ func TestStorageFreeMethodsNeedNoStorage(t *testing.T) {
 		t.Fatalf("keyed call on a broken store: %d after %d calls: %s", r.Status, bs.calls, r.Body)
 	}
 }
+
+// An empty claim answers lease: null with the HTTP doubling hint — one
+// hint per key and queue, whichever transport asks.
+func TestEmptyClaimHintIsShared(t *testing.T) {
+	s := start(t)
+	key := s.newKey("namespace:main", "claim")
+	for _, want := range []float64{5, 10} {
+		if c := s.must(key, "claim_task", map[string]any{"queue": "idle"}); c["lease"] != nil || c["retry_after"] != want {
+			t.Fatalf("empty claim %v, want retry_after %v", c, want)
+		}
+	}
+	r := s.send("POST", "/v1/claims", []byte(`{"queue":"idle"}`), "Authorization", "Bearer "+key)
+	if r.Status != http.StatusNoContent || r.Header.Get("Retry-After") != "20" {
+		t.Fatalf("HTTP empty claim after two MCP ones: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
+	}
+}

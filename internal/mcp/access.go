@@ -18,15 +18,15 @@ Errors come back as results with isError: true and structuredContent {status, co
 
 func (e *Endpoint) accessTools() []*tool {
 	return []*tool{
-		toolFunc(tool{name: "explain_access_modes", title: "How to get access", access: keyless, readOnly: true,
+		toolFunc(tool{name: "explain_access_modes", title: "How to get access", keyless: true, readOnly: true,
 			description: "Explain how to reach Tessera: API keys and their scopes (which tools each scope allows), namespaces, anonymous demo sessions, and what needs no key. " +
 				"Needs no key and touches no storage: call it first when a call answers unauthorized or forbidden.",
 			out: accessModes{}}, e.explainAccessModes),
-		toolFunc(tool{name: "start_session", title: "Start a demo session", access: keyless,
+		toolFunc(tool{name: "start_session", title: "Start a demo session", keyless: true,
 			description: "Unavailable on this server: anonymous demo sessions are not offered yet, and the call answers an unavailable error. " +
 				"Once they are, it mints a key for a fresh demo namespace with practice tasks, with no key needed. Use an API key from the operator instead (see explain_access_modes).",
 			out: struct{}{}}, e.startSession),
-		toolFunc(tool{name: "whoami", title: "Who am I", access: anyKey, op: core.ActMe, readOnly: true,
+		toolFunc(tool{name: "whoami", title: "Who am I", op: core.ActMe, readOnly: true,
 			description: "Show the principal behind your key (id, kind, account, display name), the key's id, scopes and expiry. namespace is ignored.",
 			out:         core.Me{}}, e.whoami),
 	}
@@ -57,10 +57,11 @@ func (e *Endpoint) explainAccessModes(_ context.Context, c *toolCall, _ *nsArg) 
 	byAction := map[tessera.Action][]string{}
 	var anyKeyTools []string
 	for _, t := range e.tools {
-		switch t.access {
-		case granted:
-			byAction[t.action] = append(byAction[t.action], t.name)
-		case anyKey:
+		switch need := core.NeedOf(t.op); {
+		case t.keyless:
+		case need.Grant:
+			byAction[need.Action] = append(byAction[need.Action], t.name)
+		default:
 			anyKeyTools = append(anyKeyTools, t.name)
 		}
 	}

@@ -57,7 +57,7 @@ func (s *server) rowsWritten(fn func()) int64 {
 // write from now on.
 func (s *server) refuseWrites() {
 	s.t.Helper()
-	if err := s.App.Meter.SetAllowance(meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
+	if err := s.App.Meter.SetAllowance(context.Background(), meter.Allowance{RowsWrittenPerDay: 1}); err != nil {
 		s.t.Fatal(err)
 	}
 }

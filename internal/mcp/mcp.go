@@ -179,7 +179,7 @@ func (e *Endpoint) keyedTool(msg *Message) *tool {
 	if json.Unmarshal(msg.Params, &p) != nil {
 		return nil
 	}
-	if t := e.byName[p.Name]; t != nil && t.access != keyless {
+	if t := e.byName[p.Name]; t != nil && !t.keyless {
 		return t
 	}
 	return nil

@@ -9,21 +9,9 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/discovery"
 	"github.com/tessera-dev/tessera/internal/tessera"
-)
-
-// access says what a tool demands of the request's key, as the HTTP
-// route table does for routes.
-type access int
-
-const (
-	// keyless tools answer from configuration alone, with or without a key.
-	keyless access = iota
-	// anyKey needs a valid key and nothing more.
-	anyKey
-	// granted needs a grant for the namespace and the tool's action scope.
-	granted
 )
 
 // annotations are the MCP tool hints. Every Tessera tool acts only on
@@ -39,10 +27,12 @@ type annotations struct {
 // tool is one entry of the tool table.
 type tool struct {
 	name, title, description string
-	access                   access
-	action                   tessera.Action
-	// op names the operation in audit events and counters: the HTTP
-	// route's, so a failure is counted the same way over both transports.
+	// keyless tools answer from configuration alone, with or without a
+	// key, and never look one up.
+	keyless bool
+	// op names the operation in audit events and counters — the HTTP
+	// route's, so a failure is counted the same way over both transports —
+	// and what the key is checked against (core.NeedOf), as for the route.
 	op string
 	// readOnly, destructive and idempotent are the honest hints.
 	readOnly, destructive, idempotent bool
@@ -189,7 +179,8 @@ func (e *Endpoint) callTool(ctx context.Context, c *call) (any, *Error) {
 }
 
 // runTool is the edge of SPEC §4 for one call, then the tool: the
-// namespace, then the grant and scope, before anything else of the call
+// namespace, then the grant and scope the operation needs (the core's
+// table, which the HTTP edge checks too), before anything else of the call
 // is looked at (the key was checked for the whole request).
 func (e *Endpoint) runTool(ctx context.Context, t *tool, c *toolCall) (any, error) {
 	var peek struct {
@@ -202,8 +193,8 @@ func (e *Endpoint) runTool(ctx context.Context, t *tool, c *toolCall) (any, erro
 			return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
 		}
 	}
-	if t.access == granted {
-		if err := c.actor.Check(c.ns, t.action); err != nil {
+	if !t.keyless {
+		if err := core.NeedOf(t.op).Check(c.actor, c.ns); err != nil {
 			return nil, err
 		}
 	}
@@ -282,7 +273,7 @@ func checkQuery(fields map[string]string) error {
 func (e *Endpoint) Docs() discovery.MCP {
 	d := discovery.MCP{Versions: Versions}
 	for _, t := range e.tools {
-		d.Tools = append(d.Tools, discovery.MCPTool{Name: t.name, Description: t.description, NeedsKey: t.access != keyless})
+		d.Tools = append(d.Tools, discovery.MCPTool{Name: t.name, Description: t.description, NeedsKey: !t.keyless})
 	}
 	return d
 }

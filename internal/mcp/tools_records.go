@@ -20,27 +20,27 @@ const MaxToolBlobBytes = 512 << 10
 
 func (e *Endpoint) recordTools() []*tool {
 	return []*tool{
-		toolFunc(tool{name: "write_record", title: "Write a record", access: granted, action: tessera.ActionWrite, op: core.ActRecordWrite,
+		toolFunc(tool{name: "write_record", title: "Write a record", op: core.ActRecordWrite,
 			description: "Write the next version of the JSON record at bucket/key (any JSON value, at most 256 KiB). Every write makes a new version; old ones stay readable. " +
 				"if_version N writes only if the current version is N (0: only if the record does not exist yet), else version_conflict. " +
 				"Pass your lease_token to bind the version to your run of a task, so readers see which run produced it.",
 			out: tessera.Record{}}, e.writeRecord),
-		toolFunc(tool{name: "read_record", title: "Read a record", access: granted, action: tessera.ActionRead, op: core.ActRecordRead, readOnly: true,
+		toolFunc(tool{name: "read_record", title: "Read a record", op: core.ActRecordRead, readOnly: true,
 			description: "Read the newest version of the record at bucket/key, or the given version. The answer names the run_id and task_id when the version was written under a lease.",
 			out:         tessera.Record{}}, e.readRecord),
-		toolFunc(tool{name: "list_records", title: "List records", access: granted, action: tessera.ActionRead, op: core.ActRecordList, readOnly: true,
+		toolFunc(tool{name: "list_records", title: "List records", op: core.ActRecordList, readOnly: true,
 			description: "List the newest version of each record in a bucket, by key, optionally only keys starting with prefix. Pass next_cursor back as cursor for the next page.",
 			out:         core.RecordPage{}}, e.listRecords),
-		toolFunc(tool{name: "upload_blob", title: "Upload a blob", access: granted, action: tessera.ActionWrite, op: core.ActBlobCommit, idempotent: true,
+		toolFunc(tool{name: "upload_blob", title: "Upload a blob", op: core.ActBlobCommit, idempotent: true,
 			description: "Store bytes (base64 in data, at most 512 KiB once decoded) as an immutable blob addressed by their SHA-256, and get its ref (sha256:<hex>). " +
 				"The same bytes always get the same ref; uploading them again stores nothing new. Pass your lease_token to bind the blob to your run. " +
 				"Larger blobs go through the HTTP blob routes (POST /v1/blobs).",
 			out: uploadedBlob{}}, e.uploadBlob),
-		toolFunc(tool{name: "read_blob", title: "Read a blob", access: granted, action: tessera.ActionRead, op: core.ActBlobRead, readOnly: true,
+		toolFunc(tool{name: "read_blob", title: "Read a blob", op: core.ActBlobRead, readOnly: true,
 			description: "Read a blob by its sha256 (hex, or the ref sha256:<hex>): its metadata, and its bytes as base64 in data when it is at most 512 KiB " +
 				"(a larger one is fetched from url with the same key).",
 			out: readBlobResult{}}, e.readBlob),
-		toolFunc(tool{name: "my_audit", title: "Read your audit trail", access: anyKey, op: core.ActMyAudit, readOnly: true,
+		toolFunc(tool{name: "my_audit", title: "Read your audit trail", op: core.ActMyAudit, readOnly: true,
 			description: "Read what your key's principal did in the last 24 h: one event per successful action, newest first, and counters of everything else " +
 				"(failures, empty claims, timed-out waits), optionally only one action (e.g. claim.grant) or outcome (e.g. forbidden). Covers every namespace; namespace is ignored.",
 			out: core.AuditPage{}}, e.myAudit),

@@ -17,38 +17,38 @@ func (e *Endpoint) toolTable() []*tool {
 
 func (e *Endpoint) taskTools() []*tool {
 	return []*tool{
-		toolFunc(tool{name: "enqueue_task", title: "Enqueue a task", access: granted, action: tessera.ActionEnqueue, op: core.ActTaskEnqueue,
+		toolFunc(tool{name: "enqueue_task", title: "Enqueue a task", op: core.ActTaskEnqueue,
 			description: "Put a task on a queue for a worker to claim. Give it a title, a brief (instructions for whoever works it) and a JSON payload; " +
 				"optionally a queue (default \"default\"), priority (higher first), labels, max_attempts (default 3) and run_at to schedule it. " +
 				"Pass an idempotency_key to make a retry safe: the same key and arguments return the first task instead of making another.",
 			out: tessera.Task{}}, e.enqueue),
-		toolFunc(tool{name: "list_tasks", title: "List tasks", access: granted, action: tessera.ActionRead, op: core.ActTaskList, readOnly: true,
+		toolFunc(tool{name: "list_tasks", title: "List tasks", op: core.ActTaskList, readOnly: true,
 			description: "List tasks newest first, optionally only one state (scheduled, ready, leased, paused, succeeded, dead, canceled), queue or label. " +
 				"Pages hold up to limit tasks (default 50, at most 200); pass next_cursor back as cursor for the next page.",
 			out: core.TaskPage{}}, e.listTasks),
-		toolFunc(tool{name: "get_task", title: "Get a task", access: granted, action: tessera.ActionRead, op: core.ActTaskGet, readOnly: true,
+		toolFunc(tool{name: "get_task", title: "Get a task", op: core.ActTaskGet, readOnly: true,
 			description: "Read one task by task_id, with its runs (one per claim: holder, attempt, outcome).",
 			out:         tessera.Task{}}, e.getTask),
-		toolFunc(tool{name: "counts", title: "Count tasks", access: granted, action: tessera.ActionRead, op: core.ActCounts, readOnly: true,
+		toolFunc(tool{name: "counts", title: "Count tasks", op: core.ActCounts, readOnly: true,
 			description: "Count the namespace's tasks by queue and state: a quick look at how much work waits, runs and is done.",
 			out:         countsResult{}}, e.counts),
-		toolFunc(tool{name: "claim_task", title: "Claim the next task", access: granted, action: tessera.ActionClaim, op: core.ActClaim,
+		toolFunc(tool{name: "claim_task", title: "Claim the next task", op: core.ActClaim,
 			description: "Claim the next ready task of a queue (highest priority, then oldest) with a lease of lease_seconds (10–3600, default 300). " +
 				"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
 				"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds (up to 20) to wait for work to arrive.",
 			out: core.Claimed{}}, e.claim),
-		toolFunc(tool{name: "heartbeat", title: "Extend a lease", access: granted, action: tessera.ActionClaim, op: core.ActHeartbeat, idempotent: true,
+		toolFunc(tool{name: "heartbeat", title: "Extend a lease", op: core.ActHeartbeat, idempotent: true,
 			description: "Keep a claimed task's lease alive before its expires_at, optionally reporting progress (JSON, at most 4 KiB) or a new lease_seconds. " +
 				"If the answer says cancel_requested, stop working: the task was canceled and the lease is over. A lease_lost error means the lease lapsed; drop the work.",
 			out: core.Heartbeat{}}, e.heartbeat),
-		toolFunc(tool{name: "submit_task", title: "Submit a result", access: granted, action: tessera.ActionClaim, op: core.ActSubmit, destructive: true, idempotent: true,
+		toolFunc(tool{name: "submit_task", title: "Submit a result", op: core.ActSubmit, destructive: true, idempotent: true,
 			description: "End your run of a claimed task: outcome \"succeeded\" with a JSON result, or \"failed\" with an error message (the task is retried with backoff until its attempts run out). " +
 				"This ends the lease. Pass an idempotency_key so that retrying after a lost answer does not submit twice.",
 			out: tessera.Task{}}, e.submit),
-		toolFunc(tool{name: "release_task", title: "Give a task back", access: granted, action: tessera.ActionClaim, op: core.ActRelease, idempotent: true,
+		toolFunc(tool{name: "release_task", title: "Give a task back", op: core.ActRelease, idempotent: true,
 			description: "Give a claimed task back to its queue without using an attempt, when you cannot work it. This ends the lease.",
 			out:         tessera.Task{}}, e.release),
-		toolFunc(tool{name: "claim_events", title: "Events of a held task", access: granted, action: tessera.ActionClaim, op: core.ActClaimEvents, readOnly: true,
+		toolFunc(tool{name: "claim_events", title: "Events of a held task", op: core.ActClaimEvents, readOnly: true,
 			description: "Read what the holder of a task's lease should learn — notes from producers, a cancel request, a lapsed lease — after sequence number since (0 for all). " +
 				"wait (0–30 seconds) long-polls until something arrives. Pass next_since back as since next time.",
 			out: core.ClaimEvents{}}, e.claimEvents),

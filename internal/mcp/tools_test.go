@@ -227,6 +227,7 @@ func (b *brokenStore) touch() error {
 func (b *brokenStore) Update(context.Context, func(store.Tx) error) error { return b.touch() }
 func (b *brokenStore) View(context.Context, func(store.Tx) error) error   { return b.touch() }
 func (b *brokenStore) Close() error                                       { return nil }
+func (b *brokenStore) Listen(func(string))                                {}
 
 // The storage-free methods answer from configuration alone — with or
 // without a key, single or batched, on every lane — from a server whose

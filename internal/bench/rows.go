@@ -25,7 +25,7 @@ import (
 )
 
 // Row is one measured request kind. Nil counts mean the request is not
-// possible in this build (MCP, anonymous sessions).
+// possible in this build (anonymous sessions).
 type Row struct {
 	Request     string `json:"request"`
 	RowsWritten *int64 `json:"rows_written"`
@@ -37,7 +37,7 @@ type Row struct {
 var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", "keyed_read_namespace",
 	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "claim_granted", "heartbeat",
 	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
-	"keyed_lifecycle", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
+	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
 	"health_500_first", "health_500_repeat"}
 
 const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
@@ -217,6 +217,7 @@ func (r *runner) scenario() {
 	r.add("keyed_lifecycle", "first_request_new_namespace", "enqueue", "claim_granted", "heartbeat", "claim_empty",
 		"record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3", "keyed_namespace_health")
 
+	r.mcpRows(worker)
 	r.measure("idle_worker_day", func() { r.idleWorkerDay(worker) })
 	// After the idle day, whose retention passes would purge the sessions
 	// when their 24 h are up, and count that against the idle worker. Warm,
@@ -247,6 +248,50 @@ func (r *runner) anonymous() {
 			map[string]any{"lease_token": c.Lease.Token, "outcome": "succeeded", "result": map[string]any{"hello": "world"}})
 		r.do(200, "GET", ns+"/v1/counts", sess.Key, nil)
 	})
+}
+
+// mcpRows measures MCP calls beside their HTTP rows: tools/list with a key
+// (storage-free), and the worker calls of a lifecycle in a namespace of
+// their own, after a first call there (as the HTTP rows are).
+func (r *runner) mcpRows(worker string) {
+	r.measure("mcp_tools_list_keyed", func() {
+		r.do(200, "POST", "/mcp", worker, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+	})
+	const ns = "mcp-lifecycle"
+	r.mcpTool(worker, "counts", map[string]any{"namespace": ns})
+	var task struct{ ID string }
+	r.measure("mcp_enqueue", func() {
+		task = decode[struct{ ID string }](r, r.mcpTool(worker, "enqueue_task", map[string]any{"namespace": ns, "title": "bench task"}))
+	})
+	var c claimed
+	r.measure("mcp_claim_granted", func() {
+		c = decode[claimed](r, r.mcpTool(worker, "claim_task", map[string]any{"namespace": ns, "lease_seconds": 60}))
+	})
+	r.measure("mcp_heartbeat", func() {
+		r.mcpTool(worker, "heartbeat", map[string]any{"namespace": ns, "task_id": task.ID, "lease_token": c.Lease.Token})
+	})
+	r.measure("mcp_record_write", func() {
+		r.mcpTool(worker, "write_record", map[string]any{"namespace": ns, "bucket": "results", "key": "r1", "value": map[string]any{"n": 1}, "lease_token": c.Lease.Token})
+	})
+	r.measure("mcp_submit", func() {
+		r.mcpTool(worker, "submit_task", map[string]any{"namespace": ns, "task_id": task.ID, "lease_token": c.Lease.Token,
+			"outcome": "succeeded", "result": map[string]any{"ok": true}})
+	})
+}
+
+// mcpTool calls a tool over POST /mcp and returns its structured result.
+func (r *runner) mcpTool(key, name string, args map[string]any) []byte {
+	res := decode[struct {
+		Result struct {
+			StructuredContent json.RawMessage `json:"structuredContent"`
+			IsError           bool            `json:"isError"`
+		} `json:"result"`
+	}](r, r.do(200, "POST", "/mcp", key, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": name, "arguments": args}}))
+	if res.Result.IsError || res.Result.StructuredContent == nil {
+		r.fail(fmt.Errorf("MCP %s: %s", name, res.Result.StructuredContent))
+	}
+	return res.Result.StructuredContent
 }
 
 // workerKey creates a principal with a key granted every namespace.
@@ -303,9 +348,10 @@ func (r *runner) idleWorkerDay(key string) {
 // Targets are the issue's goals for each row (rows written, or rows read
 // where the name says so); -1 where there is none.
 var Targets = map[string][2]int64{
-	"discovery": {0, 0}, "keyed_read_main": {2, -1}, "keyed_read_namespace": {2, -1}, "first_request_new_namespace": {3, -1},
+	"discovery": {0, 0}, "mcp_tools_list_keyed": {0, 0}, "keyed_read_main": {2, -1}, "keyed_read_namespace": {2, -1}, "first_request_new_namespace": {3, -1},
 	"enqueue": {6, -1}, "claim_granted": {6, -1}, "heartbeat": {3, -1}, "record_write_v1": {6, -1}, "record_write_v2": {6, -1},
-	"blob_upload": {8, -1}, "submit": {8, -1}, "claim_events_wait3": {2, -1}, "keyed_lifecycle": {50, -1},
+	"blob_upload": {8, -1}, "submit": {8, -1}, "mcp_enqueue": {6, -1}, "mcp_claim_granted": {6, -1}, "mcp_heartbeat": {3, -1},
+	"mcp_record_write": {6, -1}, "mcp_submit": {8, -1}, "claim_events_wait3": {2, -1}, "keyed_lifecycle": {50, -1},
 	"anon_session_unused": {8, -1}, "anon_lifecycle": {60, -1}, "idle_worker_day": {1500, -1}, "cold_start": {-1, 5},
 	"health_500_first": {-1, 50},
 }

@@ -20,6 +20,25 @@ func landingSummary(cfg Config) map[string]any {
 		"connect_url": cfg.PublicURL + "/connect.json",
 		"llms_txt":    cfg.PublicURL + "/llms.txt",
 		"agent_card":  cfg.PublicURL + "/.well-known/agent-card.json",
+		"mcp_url":     cfg.PublicURL + "/mcp",
+		"try_it":      "POST " + cfg.PublicURL + "/v1/sessions (no key) for a demo key and practice tasks",
+	}
+}
+
+// sessionJSON describes the anonymous session endpoint and its limits.
+func sessionJSON(cfg Config) map[string]any {
+	return map[string]any{
+		"available":               true,
+		"endpoint":                cfg.PublicURL + "/v1/sessions",
+		"method":                  "POST",
+		"mcp_tool":                "start_session",
+		"key_needed":              false,
+		"lifetime_hours":          cfg.Sessions.LifetimeHours,
+		"requests_per_session":    cfg.Sessions.Requests,
+		"request_body_bytes":      cfg.Sessions.BodyBytes,
+		"sessions_per_address_hr": cfg.Sessions.PerAddressPerHour,
+		"sessions_per_hour":       cfg.Sessions.PerHour,
+		"namespace":               "demo-<session id>, with practice tasks on queue \"practice\"",
 	}
 }
 
@@ -30,16 +49,15 @@ func connectJSON(cfg Config) map[string]any {
 		"api_base":            cfg.PublicURL + "/v1",
 		"namespaced_api_base": cfg.PublicURL + "/ns/{namespace}/v1",
 		"openapi_url":         cfg.PublicURL + "/v1/openapi.json",
-		// MCP and anonymous sessions are part of the contract but not served
-		// by this build yet; the fields say so instead of pointing nowhere.
-		"mcp_url": nil,
+		"mcp_url":             cfg.PublicURL + "/mcp",
+		"mcp":                 mcpSummary(cfg),
 		"auth": map[string]any{
 			"scheme":      "bearer",
 			"header":      "Authorization: Bearer tsk_<id>_<secret>",
 			"key_format":  "tsk_<id>_<secret>",
 			"obtain_from": "an operator: POST /v1/admin/keys with an admin key, or `tessera admin create-key`",
 		},
-		"anonymous_session": map[string]any{"endpoint": nil, "available": false},
+		"anonymous_session": sessionJSON(cfg),
 		"limits": map[string]any{
 			"request_body_bytes":     cfg.MaxBodyBytes,
 			"blob_upload_bytes":      cfg.MaxBlobBytes,
@@ -63,8 +81,15 @@ func agentCard(cfg Config) map[string]any {
 		"supportedInterfaces": []any{
 			map[string]any{"url": cfg.PublicURL + "/v1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
 		},
-		"documentationUrl":   cfg.PublicURL + "/connect",
-		"capabilities":       map[string]any{"streaming": false, "pushNotifications": false, "extendedAgentCard": false},
+		"documentationUrl": cfg.PublicURL + "/connect",
+		"capabilities": map[string]any{"streaming": false, "pushNotifications": false, "extendedAgentCard": false,
+			// A2A has no MCP binding; an extension names the MCP endpoint.
+			"extensions": []any{map[string]any{
+				"uri":         "https://modelcontextprotocol.io/specification/" + cfg.MCP.Versions[0],
+				"description": "The same operations as MCP tools, at " + cfg.PublicURL + "/mcp (Streamable HTTP, stateless; bearer key)",
+				"required":    false,
+				"params":      map[string]any{"url": cfg.PublicURL + "/mcp", "protocolVersions": cfg.MCP.Versions, "clientConfig": mcpClientConfig(cfg)},
+			}}},
 		"securitySchemes":    map[string]any{"bearer": map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": "tsk_<id>_<secret>"}}},
 		"defaultInputModes":  []string{"application/json"},
 		"defaultOutputModes": []string{"application/json"},
@@ -74,6 +99,7 @@ func agentCard(cfg Config) map[string]any {
 			skill("heartbeat", "Keep a lease alive", "Extend a lease, report progress, and learn of cancellation.", "lease", "worker"),
 			skill("submit", "Submit results", "End a run as succeeded (with a JSON result) or failed (retried with backoff, dead-lettered when attempts run out).", "results", "worker"),
 			skill("inspect", "Inspect tasks", "List and count tasks by queue and state, and read a task with its runs.", "observability"),
+			skill("mcp", "MCP tools", "Every worker operation — claim, heartbeat, records, blobs, submit, audit — as MCP tools at "+cfg.PublicURL+"/mcp.", "mcp", "tools", "worker"),
 		},
 	}
 }
@@ -103,7 +129,7 @@ func apiReference(routes []Route) string {
 func llmsTxt(cfg Config, routes []Route, full bool) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Tessera\n\n> %s\n\n", tagline)
-	b.WriteString(`Tessera speaks HTTP/JSON. Every request carries ` + "`Authorization: Bearer tsk_<id>_<secret>`" + `.
+	b.WriteString(`Tessera speaks HTTP/JSON, and MCP at /mcp. Every request carries ` + "`Authorization: Bearer tsk_<id>_<secret>`" + `.
 Routes under /v1 act on the main namespace; the same routes under /ns/{namespace}/v1 act on another.
 Workers claim a task (POST /v1/claims), heartbeat before the lease expires, and submit an outcome.
 An empty claim answers 204 with Retry-After; prefer "wait_seconds" (≤ 20) to long-poll.
@@ -112,6 +138,9 @@ not_found, lease_lost, version_conflict, invalid_state, idempotency_conflict, pa
 rate_limited, storage_quota_exhausted, unavailable, internal.
 
 `)
+	fmt.Fprintf(&b, "No key yet? POST %s/v1/sessions (no key; MCP: start_session) answers a demo key for a namespace of your own with practice tasks (%d h, %d requests, %d KiB a request).\n\n",
+		cfg.PublicURL, cfg.Sessions.LifetimeHours, cfg.Sessions.Requests, cfg.Sessions.BodyBytes/1024)
+	b.WriteString(mcpText(cfg))
 	fmt.Fprintf(&b, "## Docs\n\n- [OpenAPI 3.1 description](%s/v1/openapi.json): every route with request and response schemas\n", cfg.PublicURL)
 	fmt.Fprintf(&b, "- [Connect guide](%s/connect): keys, curl walk-through\n", cfg.PublicURL)
 	fmt.Fprintf(&b, "- [Connect (machine form)](%s/connect.json): base URLs, auth scheme, limits\n", cfg.PublicURL)
@@ -131,10 +160,10 @@ rate_limited, storage_quota_exhausted, unavailable, internal.
    with an Idempotency-Key header so a retry after a network error is safe.
    A 409 lease_lost means the lease lapsed or the task was canceled: drop the work.
 
-## MCP
+## MCP tools
 
-The MCP endpoint (POST /mcp) is part of Tessera's contract and not served by this build yet.
 `)
+		b.WriteString(mcpToolReference(cfg))
 	}
 	return []byte(b.String())
 }
@@ -187,7 +216,8 @@ dead-lettered, where a person can look at it and retry it.</p>
 <li><strong>Scoped keys</strong> — <code>read</code>, <code>enqueue</code>, <code>claim</code>, <code>write</code>, per namespace.</li>
 </ul>
 <h2>Start here</h2>
-<p>Read <a href="/connect">the connect guide</a> for a curl walk-through, or hand your agent
+<p>Try it with no key: <code>curl -s -X POST `+u+`/v1/sessions</code> gives you a demo key and practice tasks.
+Read <a href="/connect">the connect guide</a> for a curl walk-through, or hand your agent
 <a href="/llms.txt">llms.txt</a> and <a href="/v1/openapi.json">the OpenAPI description</a>.
 The API base is <code>`+u+`/v1</code>.</p>
 `))
@@ -226,9 +256,20 @@ curl -s -H "$K" "`+u+`/v1/tasks?state=dead"</pre>
 <h2>Namespaces</h2>
 <p>Prefix any route with <code>/ns/{namespace}</code> — for example <code>`+u+`/ns/build-farm/v1/claims</code>.
 A key reaches a namespace only with the grant <code>namespace:&lt;name&gt;</code> (or <code>namespace:*</code>).</p>
-<h2>MCP and anonymous sessions</h2>
-<p>An MCP endpoint for LLM clients and one-click anonymous demo sessions are part of Tessera's design
-and not served by this build yet; <a href="/connect.json">connect.json</a> says which are available.</p>
+<h2>MCP clients</h2>
+<p>Tessera is an MCP tool server at <code>`+u+`/mcp</code> (Streamable HTTP, stateless, revisions
+`+template.HTMLEscapeString(strings.Join(cfg.MCP.Versions, ", "))+`). Paste this into your client's MCP configuration, with your key:</p>
+<pre>`+template.HTMLEscapeString(mcpClientConfigText(cfg))+`</pre>
+<p>An agent then works with the tools <code>claim_task</code> → <code>heartbeat</code> → <code>write_record</code> →
+<code>submit_task</code>; <code>explain_access_modes</code> needs no key and explains keys and scopes.</p>
+<h2>Try it: an anonymous session</h2>
+<p>No key yet? One call gives you a key, a namespace of your own and practice tasks whose briefs walk
+you through claim → heartbeat → record → blob → submit:</p>
+<pre>curl -s -X POST `+u+`/v1/sessions</pre>
+<p>(MCP: call <code>start_session</code>, no key needed.) A session lasts `+fmt.Sprint(cfg.Sessions.LifetimeHours)+` h and
+makes at most `+fmt.Sprint(cfg.Sessions.Requests)+` requests of at most `+fmt.Sprint(cfg.Sessions.BodyBytes/1024)+` KiB;
+an address may start `+fmt.Sprint(cfg.Sessions.PerAddressPerHour)+` an hour, everyone together
+`+fmt.Sprint(cfg.Sessions.PerHour)+` an hour.</p>
 <h2>Machine-readable</h2>
 <table>
 <tr><td><a href="/connect.json">/connect.json</a></td><td>base URLs, auth scheme, limits</td></tr>

@@ -28,6 +28,19 @@ type Config struct {
 	ClaimRate        float64
 	ClaimBurst       int
 	ClaimConcurrency int
+	// MCP describes the MCP endpoint.
+	MCP MCP
+	// Sessions are the anonymous demo sessions' limits.
+	Sessions Sessions
+}
+
+// Sessions are what a newcomer is told of anonymous demo sessions.
+type Sessions struct {
+	PerAddressPerHour int
+	PerHour           int
+	Requests          int
+	BodyBytes         int
+	LifetimeHours     int
 }
 
 // Doc is one rendered document.

@@ -41,10 +41,15 @@ var (
 	paramRE  = regexp.MustCompile(`\{([a-z_]+)\}`)
 )
 
-// schemas builds OpenAPI 3.1 (JSON Schema 2020-12) schemas from Go types,
-// collecting named structs as components.
+// schemas builds JSON Schema 2020-12 (as OpenAPI 3.1 uses it) from Go
+// types, collecting named structs as components under ref.
 type schemas struct {
 	components map[string]any
+	// ref is the JSON pointer named structs are referred to under.
+	ref string
+	// describe, if set, gives the description of a field that has no doc
+	// tag, by its JSON name.
+	describe func(field string) string
 }
 
 func (s *schemas) of(t reflect.Type) map[string]any {
@@ -67,17 +72,20 @@ func (s *schemas) of(t reflect.Type) map[string]any {
 		return map[string]any{"type": "integer"}
 	case reflect.Float32, reflect.Float64:
 		return map[string]any{"type": "number"}
-	case reflect.Slice, reflect.Array:
+	case reflect.Slice:
+		// encoding/json writes a nil slice or map as null.
+		return map[string]any{"type": []string{"array", "null"}, "items": s.of(t.Elem())}
+	case reflect.Array:
 		return map[string]any{"type": "array", "items": s.of(t.Elem())}
 	case reflect.Map:
-		return map[string]any{"type": "object", "additionalProperties": s.of(t.Elem())}
+		return map[string]any{"type": []string{"object", "null"}, "additionalProperties": s.of(t.Elem())}
 	case reflect.Struct:
 		name := componentName(t)
 		if _, ok := s.components[name]; !ok {
 			s.components[name] = map[string]any{} // placeholder stops recursion
 			s.components[name] = s.object(t)
 		}
-		return map[string]any{"$ref": "#/components/schemas/" + name}
+		return map[string]any{"$ref": s.ref + name}
 	case reflect.Interface:
 		return map[string]any{}
 	}
@@ -119,7 +127,15 @@ func (s *schemas) object(t reflect.Type) map[string]any {
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = s.of(f.Type)
+		prop := s.of(f.Type)
+		if doc := f.Tag.Get("doc"); doc != "" {
+			prop = withDescription(prop, doc)
+		} else if s.describe != nil {
+			if doc := s.describe(name); doc != "" {
+				prop = withDescription(prop, doc)
+			}
+		}
+		props[name] = prop
 		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
 			required = append(required, name)
 		}
@@ -130,6 +146,21 @@ func (s *schemas) object(t reflect.Type) map[string]any {
 		o["required"] = required
 	}
 	return o
+}
+
+// withDescription adds a description to a property schema. A reference is
+// wrapped, since keywords beside $ref are ignored by older validators.
+func withDescription(prop map[string]any, doc string) map[string]any {
+	if _, ok := prop["$ref"]; ok {
+		return map[string]any{"allOf": []any{prop}, "description": doc}
+	}
+	out := map[string]any{"description": doc}
+	for k, v := range prop {
+		if k != "description" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func componentName(t reflect.Type) string {
@@ -191,7 +222,7 @@ var errorStatuses = map[string]string{
 // OpenAPI builds the OpenAPI 3.1 document of routes. Each route appears
 // under /v1 and again under /ns/{namespace}/v1.
 func OpenAPI(cfg Config, routes []Route, errorBody any) ([]byte, error) {
-	sc := &schemas{components: map[string]any{}}
+	sc := &schemas{components: map[string]any{}, ref: "#/components/schemas/"}
 	errRef := sc.of(reflect.TypeOf(errorBody))
 	paths := map[string]map[string]any{}
 	for _, r := range routes {

@@ -49,11 +49,24 @@ func (s *Server) Describe() []discovery.Route {
 	if s.cfg.MetricsPublic {
 		auth = "public"
 	}
+	out = append(out, discovery.Route{Method: http.MethodPost, Path: "/mcp", Auth: "public", In: mcpMessage{}, Out: mcpMessage{},
+		Summary: "MCP endpoint (Streamable HTTP, JSON-RPC 2.0, batches accepted): tools that act need Authorization: Bearer; 202 for notifications"})
 	out = append(out, discovery.Route{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics: storage rows, the allowance, requests by route and status", Auth: auth, RawResponse: true})
 	for _, p := range discovery.Paths {
 		out = append(out, discovery.Route{Method: http.MethodGet, Path: p, Summary: "Discovery document", Auth: "public"})
 	}
 	return out
+}
+
+// mcpMessage is a JSON-RPC message, for the API description; its shape
+// beyond the envelope is MCP's.
+type mcpMessage struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      any            `json:"id,omitempty"`
+	Method  string         `json:"method,omitempty"`
+	Params  map[string]any `json:"params,omitempty"`
+	Result  map[string]any `json:"result,omitempty"`
+	Error   map[string]any `json:"error,omitempty"`
 }
 
 // created marks a route's out prototype as answered with 201 Created.
@@ -68,5 +81,8 @@ func (s *Server) discoveryConfig(cfg Config) discovery.Config {
 		PublicURL: cfg.PublicURL, Version: cfg.Version,
 		MaxBodyBytes: MaxBodyBytes,
 		ClaimRate:    c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,
+		MCP: s.mcp.Docs(),
+		Sessions: discovery.Sessions{PerAddressPerHour: c.Sessions.PerAddress, PerHour: c.Sessions.PerHour,
+			Requests: c.Sessions.Requests, BodyBytes: core.AnonymousBodyBytes, LifetimeHours: int(core.SessionLifetime.Hours())},
 	}
 }

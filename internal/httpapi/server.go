@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/discovery"
+	"github.com/tessera-dev/tessera/internal/mcp"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	docs *discovery.Docs
 	cfg  Config
 	reqs *requestMetrics
+	mcp  *mcp.Endpoint
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -68,6 +70,7 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 		s.handle(rt.method+" "+rt.path, s.handler(rt, false))
 		s.handle(rt.method+" /ns/{namespace}"+rt.path, s.handler(rt, true))
 	}
+	s.mountMCP()
 	docs, err := discovery.New(s.discoveryConfig(cfg), s.Describe(), ErrorBody{})
 	if err != nil {
 		return nil, err
@@ -189,16 +192,10 @@ func (s *Server) edge(c *call, rt route) error {
 	if need.Keyless {
 		return nil
 	}
-	header := c.r.Header.Get("Authorization")
-	if rt.public && header == "" && c.ns == tessera.MainNamespace {
+	if rt.public && c.r.Header.Get("Authorization") == "" && c.ns == tessera.MainNamespace {
 		return nil
 	}
-	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
-	scheme, bearer, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return tessera.ErrUnauthorized
-	}
-	actor, err := s.core.Authenticate(c.ctx, strings.TrimSpace(bearer))
+	actor, err := s.authenticate(c.r)
 	if err != nil {
 		return err
 	}
@@ -255,6 +252,17 @@ func (s *Server) trusted(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// authenticate is step 1 of §4: the bearer key of r, resolved, and a
+// session key's request counted against its quota (core.Authenticate).
+func (s *Server) authenticate(r *http.Request) (*auth.Actor, error) {
+	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
+	scheme, bearer, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, tessera.ErrUnauthorized
+	}
+	return s.core.Authenticate(r.Context(), strings.TrimSpace(bearer))
 }
 
 type statusRecorder struct {

@@ -274,3 +274,26 @@ func TestSessionPurge(t *testing.T) {
 		}
 	}
 }
+
+// Discovery advertises the session endpoint and its limits.
+func TestSessionsAdvertised(t *testing.T) {
+	s := newTestServer(t, func(c *core.Config) { c.Sessions.PerAddress = 7 })
+	var connect struct {
+		Session struct {
+			Available  bool   `json:"available"`
+			Endpoint   string `json:"endpoint"`
+			PerAddress int    `json:"sessions_per_address_hr"`
+			BodyBytes  int    `json:"request_body_bytes"`
+		} `json:"anonymous_session"`
+	}
+	s.must(200, "GET", "/connect.json", "", nil).decode(t, &connect)
+	if !connect.Session.Available || connect.Session.Endpoint != "http://127.0.0.1:8787/v1/sessions" ||
+		connect.Session.PerAddress != 7 || connect.Session.BodyBytes != 64<<10 {
+		t.Errorf("connect.json anonymous_session: %+v", connect.Session)
+	}
+	for _, p := range []string{"/llms.txt", "/connect", "/"} {
+		if b := s.must(200, "GET", p, "", nil).Body; !strings.Contains(string(b), "/v1/sessions") {
+			t.Errorf("%s does not mention the session endpoint", p)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/mcp"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// mountMCP serves the MCP endpoint (SPEC §11) behind this adapter's edge:
+// the byte limit of ServeHTTP, the Origin check, and the key parse of every
+// route. The MCP layer borrows the body decoder and the status table, so
+// both transports answer a failure alike.
+func (s *Server) mountMCP() {
+	s.mcp = mcp.New(s.core, mcp.Edge{Decode: DecodeJSON, Status: statusOf},
+		mcp.Config{PublicURL: strings.TrimRight(s.cfg.PublicURL, "/"), Version: s.cfg.Version})
+	s.handle("POST /mcp", http.HandlerFunc(s.serveMCP))
+	// The stateless transport has no GET stream and no session to DELETE.
+	s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{Code: tessera.CodeInvalidRequest,
+			Message: "the MCP endpoint answers POST only: this server is stateless, with no SSE stream and no session"}})
+	})
+}
+
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.route = "POST /mcp"
+	}
+	if !s.originAllowed(r.Header.Get("Origin")) {
+		writeError(w, s.log, tessera.Errorf(tessera.CodeForbidden, "Origin %q is neither this server's public origin nor a loopback origin", r.Header.Get("Origin")))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, s.log, tooLarge())
+			return
+		}
+		writeError(w, s.log, tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body"))
+		return
+	}
+	answer, op, err := s.mcp.Serve(r.Context(), mcp.Request{Header: r.Header, Body: body,
+		Authenticate: func() (*auth.Actor, error) {
+			a, err := s.authenticate(r)
+			// A session key's batch is held to its smaller limit too.
+			if err == nil && int64(len(body)) > core.BodyLimit(a, MaxBodyBytes) {
+				return nil, tessera.Errorf(tessera.CodePayloadTooLarge, "a demo session's request body is at most %d bytes", core.BodyLimit(a, MaxBodyBytes))
+			}
+			return a, err
+		}})
+	if err != nil {
+		writeError(w, s.log, err)
+		s.core.Count("", tessera.MainNamespace, op, string(tessera.ErrorCode(err)))
+		return
+	}
+	// Answers carry lease tokens and keys: nothing may keep them.
+	w.Header().Set("Cache-Control", "no-store")
+	if answer.Body == nil {
+		w.WriteHeader(answer.Status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(answer.Status)
+	_, _ = w.Write(answer.Body)
+}
+
+// originAllowed is the DNS-rebinding guard of the MCP transport: an Origin,
+// when sent, is this server's public origin or a loopback one.
+func (s *Server) originAllowed(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	if pub, err := url.Parse(s.cfg.PublicURL); err == nil && strings.EqualFold(u.Scheme+"://"+u.Host, pub.Scheme+"://"+pub.Host) {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -299,3 +299,5 @@ func TestErrorsAreTyped(t *testing.T) {
 		t.Fatal("a base URL that is not http(s) was accepted")
 	}
 }
+
+func asError(err error, e **client.Error) bool { return errors.As(err, e) }

@@ -43,27 +43,37 @@ type Options struct {
 // Start starts a server that stops when the test ends.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
+	s, stop, err := Open(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// Open starts a server on the data directory dir and returns it with the
+// func that stops it, for a TestMain (which has no testing.TB).
+func Open(dir string, o Options) (*Server, func(), error) {
 	cfg := core.DefaultConfig()
 	if o.Core != nil {
 		o.Core(&cfg)
 	}
 	clock := tessera.NewManualClock(time.Now())
-	dir := t.TempDir()
 	a, err := app.Open(context.Background(), app.Options{DataDir: dir, Clock: clock, Core: cfg, AdminKey: AdminKey,
 		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test", MetricsPublic: o.MetricsPublic}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	var h http.Handler = a.API
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
 	hs := httptest.NewServer(h)
-	t.Cleanup(func() {
+	stop := func() {
 		a.Core.Close()
 		hs.CloseClientConnections()
 		hs.Close()
 		a.Close()
-	})
-	return &Server{URL: hs.URL, Clock: clock, App: a, Dir: dir}
+	}
+	return &Server{URL: hs.URL, Clock: clock, App: a, Dir: dir}, stop, nil
 }

@@ -128,7 +128,7 @@ const minSpacing = time.Second
 func (k *Keeper) heartbeats() {
 	defer close(k.done)
 	next := k.opts.Interval
-	last := time.Now()
+	var last time.Time // the first progress report goes at once
 	for {
 		t := time.NewTimer(next)
 		select {
@@ -173,8 +173,12 @@ func (k *Keeper) beat() time.Duration {
 		return -1
 	case err != nil:
 		// The lease may still be alive: try again soon, well before it
-		// runs out.
+		// runs out. Progress the server refused is dropped, or every
+		// heartbeat after would carry it and fail.
 		k.failures++
+		if ErrorCode(err) == CodeInvalidRequest {
+			k.sent = gen
+		}
 		return min(k.opts.Interval, max(time.Until(k.expiresAt)/4, 100*time.Millisecond))
 	case hb.CancelRequested:
 		k.cancel(ErrCancelRequested)

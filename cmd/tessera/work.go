@@ -45,4 +45,3 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Log = newLogger(*logFormat, stderr)
 	return runner.Run(ctx, cfg)
 }
-

@@ -64,7 +64,7 @@ func TestExitCodesSayWhatHappened(t *testing.T) {
 	}{
 		{admin, []string{"tasks", "get", id}, exitOK},
 		{admin, []string{"tasks", "bogus"}, exitUsage},
-		{admin, []string{"tasks", "enqueue"}, exitUsage},                               // no --title
+		{admin, []string{"tasks", "enqueue"}, exitUsage},                                      // no --title
 		{admin, []string{"tasks", "enqueue", "--title", "x", "--priority", "1e9"}, exitUsage}, // a bad flag value
 		{admin, []string{"tasks", "enqueue", "--title", strings.Repeat("x", 300)}, exitUsage}, // 400 from the server
 		{admin, []string{"tasks", "get", "01JNOSUCHTASK0000000000000"}, exitNotFound},
@@ -87,9 +87,9 @@ func TestCommandsPrintTablesAndJSON(t *testing.T) {
 	k := testserver.AdminKey
 	out, _ := cli(t, srv.URL, k, `{"doc":"r-17"}`, "tasks", "enqueue", "--title", "summarize", "--payload", "-", "--label", "a,b", "--json")
 	var task struct {
-		ID      string          `json:"id"`
+		ID      string               `json:"id"`
 		Payload struct{ Doc string } `json:"payload"`
-		Labels  []string        `json:"labels"`
+		Labels  []string             `json:"labels"`
 	}
 	if err := json.Unmarshal([]byte(out), &task); err != nil || task.Payload.Doc != "r-17" || len(task.Labels) != 2 {
 		t.Fatalf("enqueue --json: %s (%v)", out, err)

@@ -49,12 +49,17 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cn.more(page.NextCursor)
 	return cn.print(page, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "TIME\tNAMESPACE\tPRINCIPAL\tACTION\tTARGET\tSTATUS")
+		if len(page.Events) > 0 || len(page.Counters) == 0 {
+			fmt.Fprintln(w, "TIME\tNAMESPACE\tPRINCIPAL\tACTION\tTARGET\tSTATUS")
+		}
 		for _, e := range page.Events {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", e.Time.Format(time.DateTime), e.Namespace, e.PrincipalID, e.Action, orDash(e.Target), e.Status)
 		}
 		if len(page.Counters) > 0 {
-			fmt.Fprintln(w, "\nMINUTE\tNAMESPACE\tPRINCIPAL\tACTION\tOUTCOME\tCOUNT")
+			if len(page.Events) > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintln(w, "MINUTE\tNAMESPACE\tPRINCIPAL\tACTION\tOUTCOME\tCOUNT")
 			for _, k := range page.Counters {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", k.Minute.Format(time.DateTime), k.Namespace, orDash(k.PrincipalID), k.Action, k.Outcome, k.Count)
 			}

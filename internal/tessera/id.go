@@ -17,7 +17,10 @@ var ulidState struct {
 	last   [10]byte
 }
 
-// NewID returns a ULID: 48 bits of milliseconds then 80 random bits, as 26
+// NewID is the hand-written ULID generator that ids.New (oklog/ulid/v2)
+// replaced. It stays only while internal/store's tests call it (the store
+// is being reshaped elsewhere); new code calls ids.New, and NewID goes
+// when those tests move. It returns a ULID: 48 bits of milliseconds then 80 random bits, as 26
 // Crockford base32 characters. Within one millisecond the random part is
 // incremented, so ids made by one process sort in creation order. An id
 // always encodes the time it was given, even if that is earlier than the

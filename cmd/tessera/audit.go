@@ -25,7 +25,8 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	since := fs.Duration("since", 0, "only the last this long (at most 24h)")
 	fs.IntVar(&f.Limit, "limit", 0, "events per page (1–200, default 50)")
 	fs.StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
+	_, c, err := cn.parse(fs, args, 0, 0)
+	if err != nil {
 		return err
 	}
 	if !*all && (f.Namespace != "" || f.Principal != "") {
@@ -34,10 +35,6 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *since > 0 {
 		t := time.Now().Add(-*since)
 		f.Since = &t
-	}
-	c, err := cn.client()
-	if err != nil {
-		return err
 	}
 	read := c.MyAudit
 	if *all {

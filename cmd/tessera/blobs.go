@@ -27,7 +27,7 @@ func blobsPut(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cn := connFlags(fs, stdout, stderr)
 	contentType := fs.String("content-type", "application/octet-stream", "the bytes' media type")
 	lease := fs.String("lease-token", "", "bind the blob to this lease's run")
-	pos, err := parseCLI(fs, args, 1, 1)
+	pos, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -47,10 +47,6 @@ func blobsPut(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if len(data) > maxCLIBlob {
 		return usagef("blobs put: %s is over %d bytes", pos[0], maxCLIBlob)
 	}
-	c, err := cn.client()
-	if err != nil {
-		return err
-	}
 	ref, err := c.PutBlob(ctx, data, *contentType, *lease)
 	if err != nil {
 		return err
@@ -67,11 +63,7 @@ func blobsGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cn := connFlags(fs, stdout, stderr)
 	out := fs.String("o", "-", "write the bytes to this file (- for stdout)")
 	meta := fs.Bool("meta", false, "print the blob's metadata instead of its bytes")
-	pos, err := parseCLI(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cn.client()
+	pos, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,25 @@ func parseCLI(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, 
 	return pos, nil
 }
 
+// parse parses the command line (parseCLI) and returns the positional
+// arguments and the API client the flags describe.
+func (c *conn) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, *client.Client, error) {
+	pos, err := parseCLI(fs, args, minArgs, maxArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.client()
+	return pos, cl, err
+}
+
+// pageFlags registers --limit and --cursor of a listing.
+func pageFlags(fs *flag.FlagSet, what string) *client.Page {
+	var p client.Page
+	fs.IntVar(&p.Limit, "limit", 0, what+" per page (1–200, default 50)")
+	fs.StringVar(&p.Cursor, "cursor", "", "the page after this cursor")
+	return &p
+}
+
 // client returns the API client the flags describe.
 func (c *conn) client() (*client.Client, error) {
 	cl, err := client.New(c.url, client.WithKey(c.key), client.WithNamespace(c.namespace),

@@ -23,10 +23,7 @@ func principalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fs.StringVar(&req.DisplayName, "display-name", "", "name shown on the board and the activity feed")
 			fs.StringVar(&req.Account, "account", "", "owning account (free text)")
 			quiet := fs.Bool("q", false, "print only the principal id")
-			if _, err := parseCLI(fs, args, 0, 0); err != nil {
-				return err
-			}
-			c, err := cn.client()
+			_, c, err := cn.parse(fs, args, 0, 0)
 			if err != nil {
 				return err
 			}
@@ -43,17 +40,12 @@ func principalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"list": func(args []string) error {
 			fs := flag.NewFlagSet("principals list", flag.ContinueOnError)
 			cn := connFlags(fs, stdout, stderr)
-			var p client.Page
-			fs.IntVar(&p.Limit, "limit", 0, "principals per page (1–200, default 50)")
-			fs.StringVar(&p.Cursor, "cursor", "", "the page after this cursor")
-			if _, err := parseCLI(fs, args, 0, 0); err != nil {
-				return err
-			}
-			c, err := cn.client()
+			p := pageFlags(fs, "principals")
+			_, c, err := cn.parse(fs, args, 0, 0)
 			if err != nil {
 				return err
 			}
-			page, err := c.ListPrincipals(ctx, p)
+			page, err := c.ListPrincipals(ctx, *p)
 			if err != nil {
 				return err
 			}
@@ -86,7 +78,8 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fs.Var(&scopes, "scope", "a scope: read, enqueue, claim, write, admin, namespace:NAME, namespace:* (repeat, or comma-separated)")
 			expires := fs.Duration("expires-in", 0, "the key stops working after this long (e.g. 720h; 0: never)")
 			quiet := fs.Bool("q", false, "print only the key")
-			if _, err := parseCLI(fs, args, 0, 0); err != nil {
+			_, c, err := cn.parse(fs, args, 0, 0)
+			if err != nil {
 				return err
 			}
 			if req.PrincipalID == "" || len(scopes) == 0 {
@@ -96,10 +89,6 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if *expires > 0 {
 				t := time.Now().Add(*expires).UTC()
 				req.ExpiresAt = &t
-			}
-			c, err := cn.client()
-			if err != nil {
-				return err
 			}
 			k, err := c.CreateKey(ctx, req)
 			if err != nil {
@@ -118,17 +107,12 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"list": func(args []string) error {
 			fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
 			cn := connFlags(fs, stdout, stderr)
-			var p client.Page
-			fs.IntVar(&p.Limit, "limit", 0, "keys per page (1–200, default 50)")
-			fs.StringVar(&p.Cursor, "cursor", "", "the page after this cursor")
-			if _, err := parseCLI(fs, args, 0, 0); err != nil {
-				return err
-			}
-			c, err := cn.client()
+			p := pageFlags(fs, "keys")
+			_, c, err := cn.parse(fs, args, 0, 0)
 			if err != nil {
 				return err
 			}
-			page, err := c.ListKeys(ctx, p)
+			page, err := c.ListKeys(ctx, *p)
 			if err != nil {
 				return err
 			}
@@ -138,11 +122,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"revoke": func(args []string) error {
 			fs := flag.NewFlagSet("keys revoke", flag.ContinueOnError)
 			cn := connFlags(fs, stdout, stderr)
-			ids, err := parseCLI(fs, args, 1, -1)
-			if err != nil {
-				return err
-			}
-			c, err := cn.client()
+			ids, c, err := cn.parse(fs, args, 1, -1)
 			if err != nil {
 				return err
 			}

@@ -29,7 +29,7 @@ func recordsPut(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	var req client.PutRecordRequest
 	fs.StringVar(&req.LeaseToken, "lease-token", "", "bind the version to this lease's run (tessera work sets TESSERA_LEASE_TOKEN)")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
-	pos, err := parseCLI(fs, args, 2, 2)
+	pos, c, err := cn.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -45,10 +45,6 @@ func recordsPut(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 		req.IfVersion = &n
 	}
-	c, err := cn.client()
-	if err != nil {
-		return err
-	}
 	rec, err := c.PutRecord(ctx, pos[0], pos[1], req)
 	if err != nil {
 		return err
@@ -62,11 +58,7 @@ func recordsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("records get", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
 	version := fs.Int64("version", 0, "this version rather than the head")
-	pos, err := parseCLI(fs, args, 2, 2)
-	if err != nil {
-		return err
-	}
-	c, err := cn.client()
+	pos, c, err := cn.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -86,18 +78,12 @@ func recordsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("records list", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
 	prefix := fs.String("prefix", "", "only keys starting with this")
-	var p client.Page
-	fs.IntVar(&p.Limit, "limit", 0, "records per page (1–200, default 50)")
-	fs.StringVar(&p.Cursor, "cursor", "", "the page after this cursor")
-	pos, err := parseCLI(fs, args, 1, 1)
+	p := pageFlags(fs, "records")
+	pos, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cn.client()
-	if err != nil {
-		return err
-	}
-	page, err := c.ListRecords(ctx, pos[0], *prefix, p)
+	page, err := c.ListRecords(ctx, pos[0], *prefix, *p)
 	if err != nil {
 		return err
 	}

@@ -19,11 +19,7 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return func(args []string) error {
 			fs := flag.NewFlagSet("tasks "+verb, flag.ContinueOnError)
 			cn := connFlags(fs, stdout, stderr)
-			ids, err := parseCLI(fs, args, 1, -1)
-			if err != nil {
-				return err
-			}
-			c, err := cn.client()
+			ids, c, err := cn.parse(fs, args, 1, -1)
 			if err != nil {
 				return err
 			}
@@ -69,7 +65,8 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the task is not claimed")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
 	quiet := fs.Bool("q", false, "print only the task id")
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
+	_, c, err := cn.parse(fs, args, 0, 0)
+	if err != nil {
 		return err
 	}
 	if req.Title == "" {
@@ -89,10 +86,6 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 			return usagef("--run-at: %v", err)
 		}
 		req.RunAt = &t
-	}
-	c, err := cn.client()
-	if err != nil {
-		return err
 	}
 	t, err := c.Enqueue(ctx, req)
 	if err != nil {
@@ -122,10 +115,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.Label, "label", "", "only tasks with this label")
 	fs.IntVar(&f.Limit, "limit", 0, "tasks per page (1–200, default 50)")
 	fs.StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c, err := cn.client()
+	_, c, err := cn.parse(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -140,11 +130,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tasks get", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
-	ids, err := parseCLI(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cn.client()
+	ids, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -186,10 +172,7 @@ func oneLine(s string, n int) string {
 func countsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("counts", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
-	if _, err := parseCLI(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c, err := cn.client()
+	_, c, err := cn.parse(fs, args, 0, 0)
 	if err != nil {
 		return err
 	}

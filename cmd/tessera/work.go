@@ -22,7 +22,7 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Grace, "grace", runner.DefaultGrace, "between SIGTERM and SIGKILL of a command that is stopped")
 	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "exit after this many tasks (0: run until stopped)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
-	cmd, err := parseCLI(fs, args, 1, -1)
+	cmd, c, err := cn.parse(fs, args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -31,10 +31,6 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if cfg.Concurrency < 1 || cfg.MaxTasks < 0 || cfg.Drain < 0 || cfg.Grace < 0 {
 		return usagef("work: --concurrency must be ≥ 1; --max-tasks, --drain and --grace ≥ 0")
-	}
-	c, err := cn.client()
-	if err != nil {
-		return err
 	}
 	cfg.Client = c
 	cfg.Command = cmd

@@ -128,8 +128,10 @@ func claimLoop(ctx context.Context, cfg Config, slots chan struct{}, start func(
 				return fmt.Errorf("claim from %s: %w", cfg.Queue, err)
 			}
 			cfg.Log.Warn("claim failed; trying again", "queue", cfg.Queue, "err", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			select {
+			case <-ctx.Done():
 				return nil
+			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, time.Minute)
 			continue
@@ -140,15 +142,4 @@ func claimLoop(ctx context.Context, cfg Config, slots chan struct{}, start func(
 		start(cl)
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

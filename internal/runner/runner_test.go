@@ -223,3 +223,35 @@ func TestACanceledCommandIsStopped(t *testing.T) {
 		})
 	}
 }
+
+// A key that may not write blobs still finishes the task: the result
+// keeps the start of stdout and says why the rest was not kept.
+func TestTextOutputWithoutTheWriteScope(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	ctx := context.Background()
+	p, err := h.c.CreatePrincipal(ctx, client.PrincipalRequest{Kind: "agent", DisplayName: "claims only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := h.c.CreateKey(ctx, client.KeyRequest{PrincipalID: p.ID, Scopes: []string{"namespace:main", "claim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.c, err = client.New(h.srv.URL, client.WithKey(k.Secret)); err != nil {
+		t.Fatal(err)
+	}
+	h.run(1, `echo plain text`, nil)
+	if h.c, err = client.New(h.srv.URL, client.WithKey(testserver.AdminKey)); err != nil {
+		t.Fatal(err)
+	}
+	got := h.task(task.ID)
+	var res map[string]any
+	if err := json.Unmarshal(got.Result, &res); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("task %s, result %s", got.State, got.Result)
+	}
+	if res["stdout"] != "plain text\n" || res["stdout_ref"] != nil || !strings.Contains(res["stdout_blob_error"].(string), "forbidden") {
+		t.Fatalf("result %v", res)
+	}
+	h.noneLeased()
+}

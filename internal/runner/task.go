@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -199,7 +198,8 @@ func readProgress(r *os.File, lease *client.Keeper) {
 // result is what a command's stdout becomes: the stdout itself when it is
 // one JSON value within the bound; else {"stdout": its first 16 KiB,
 // "stdout_bytes": its size, "stdout_ref": a blob of all of it bound to the
-// run}. An empty stdout is no result.
+// run} — or "stdout_blob_error" when the blob could not be stored. An
+// empty stdout is no result.
 func result(ctx context.Context, c *client.Client, stdout *os.File, leaseToken string) (any, error) {
 	if _, err := stdout.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -219,13 +219,16 @@ func result(ctx context.Context, c *client.Client, stdout *os.File, leaseToken s
 	if truncated {
 		out = out[:maxStdoutBlob]
 	}
-	ref, err := c.PutBlob(ctx, out, "text/plain; charset=utf-8", leaseToken)
-	if err != nil {
-		return nil, fmt.Errorf("keep stdout as a blob: %w", err)
-	}
-	res := map[string]any{"stdout": validPrefix(out, stdoutInline), "stdout_bytes": len(out), "stdout_ref": ref}
+	res := map[string]any{"stdout": validPrefix(out, stdoutInline), "stdout_bytes": len(out)}
 	if truncated {
 		res["stdout_truncated"] = true
+	}
+	// The work is done either way: a key that may not write blobs (or a
+	// refusing store) costs the full output, not the outcome.
+	if ref, err := c.PutBlob(ctx, out, "text/plain; charset=utf-8", leaseToken); err != nil {
+		res["stdout_blob_error"] = err.Error()
+	} else {
+		res["stdout_ref"] = ref
 	}
 	return res, nil
 }

@@ -34,8 +34,8 @@ func (s *testServer) scrape() (map[string]float64, []byte) {
 	return samples, r.Body
 }
 
-// After a known workload the metrics say what /v1/health says (every task
-// here is public), what the requests and runs were, and pass promtool's
+// After a known workload the metrics say what /v1/health says of queue q
+// (every task there is public; the one private task counts only here), what the requests and runs were, and pass promtool's
 // check of the exposition format.
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
@@ -50,6 +50,8 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		}
 		s.enqueue("main", adminKey, fields)
 	}
+	// A private task: the metrics count it, public health does not.
+	s.enqueue("main", adminKey, map[string]any{"queue": "private"})
 	claimFor := func(lease int) claimed {
 		var c claimed
 		s.must(200, "POST", "/v1/claims", adminKey, map[string]any{"queue": "q", "lease_seconds": lease}).decode(t, &c)
@@ -64,6 +66,9 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	var health core.Health
 	s.must(200, "GET", "/v1/health", "", nil).decode(t, &health)
 	m, body := s.scrape()
+	if len(health.Queues) != 1 {
+		t.Fatalf("public health shows %d queues, want only q", len(health.Queues))
+	}
 	q := health.Queues[0]
 	for name, want := range map[string]float64{
 		`tessera_queue_tasks{namespace="main",queue="q",state="ready"}`:            float64(q.Counts["ready"]),
@@ -76,11 +81,12 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		`tessera_runs_ended_total{namespace="main",outcome="succeeded",queue="q"}`: 1,
 		`tessera_runs_ended_total{namespace="main",outcome="failed",queue="q"}`:    1,
 		`tessera_tasks_dead_total{namespace="main",outcome="failed",queue="q"}`:    1,
-		`tessera_http_requests_total{route="POST /tasks",status="201"}`:            5,
-		`tessera_http_request_duration_seconds_count{route="POST /tasks"}`:         5,
+		`tessera_http_requests_total{route="POST /tasks",status="201"}`:            6,
+		`tessera_http_request_duration_seconds_count{route="POST /tasks"}`:         6,
 		`tessera_claim_wait_seconds_count{outcome="granted"}`:                      4,
 		`tessera_storage_allowance_rows{kind="written"}`:                           0,
 		`tessera_queue_metrics_error`:                                              0,
+		`tessera_queue_tasks{namespace="main",queue="private",state="ready"}`:      1,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %t), want %v", name, got, ok, want)

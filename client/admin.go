@@ -51,13 +51,21 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return err
 }
 
-// ListNamespaces lists the namespaces the store knows (GET /v1/admin/namespaces).
-func (c *Client) ListNamespaces(ctx context.Context) ([]Namespace, error) {
-	var out struct {
-		Namespaces []Namespace `json:"namespaces"`
-	}
-	_, err := c.do(ctx, &request{method: "GET", path: "/admin/namespaces", safe: true}, &out)
-	return out.Namespaces, err
+// ListNamespaces lists the namespaces the store knows, by name
+// (GET /v1/admin/namespaces).
+func (c *Client) ListNamespaces(ctx context.Context, p Page) (*NamespacePage, error) {
+	var out NamespacePage
+	_, err := c.do(ctx, &request{method: "GET", path: "/admin/namespaces", query: pageQuery(p), safe: true}, &out)
+	return result(&out, err)
+}
+
+// PurgeNamespace deletes a namespace's tasks, records, blobs and their
+// bytes; main cannot be purged (DELETE /v1/admin/namespaces/{ns}).
+// Repeating a purge deletes nothing more, so it is retried like a read.
+func (c *Client) PurgeNamespace(ctx context.Context, ns string) (*Purged, error) {
+	var out Purged
+	_, err := c.do(ctx, &request{method: "DELETE", path: "/admin/namespaces/" + url.PathEscape(ns), safe: true}, &out)
+	return result(&out, err)
 }
 
 // NamespaceSettings returns a namespace's settings

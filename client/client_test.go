@@ -186,7 +186,7 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if err := admin.RevokeKey(ctx, key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if nss := ok(admin.ListNamespaces(ctx)); !slices.ContainsFunc(nss, func(n client.Namespace) bool { return n.Name == "main" }) {
+	if nss := ok(admin.ListNamespaces(ctx, client.Page{})); !slices.ContainsFunc(nss.Namespaces, func(n client.Namespace) bool { return n.Name == "main" }) {
 		t.Fatalf("namespaces: %+v", nss)
 	}
 	if st := ok(admin.NamespaceSettings(ctx, "main")); st.RawPolicy != "private" {
@@ -236,6 +236,12 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 		t.Fatalf("farm counts: %v", c)
 	}
 	ok(farm.Healthz(ctx))
+	if p := ok(admin.PurgeNamespace(ctx, "build-farm")); p.Namespace != "build-farm" {
+		t.Fatalf("purge: %+v", p)
+	}
+	if c := ok(farm.Counts(ctx)); len(c) != 0 {
+		t.Fatalf("counts after the purge: %v", c)
+	}
 
 	log.mu.Lock()
 	seen := slices.Clone(log.seen)

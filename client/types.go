@@ -272,6 +272,18 @@ type Namespace struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// NamespacePage is a page of namespaces by name.
+type NamespacePage struct {
+	Namespaces []Namespace `json:"namespaces"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// Purged answers a namespace purge.
+type Purged struct {
+	Namespace   string `json:"namespace"`
+	RowsDeleted int    `json:"rows_deleted"`
+}
+
 // Principal is who acts.
 type Principal struct {
 	ID          string     `json:"id"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/tessera-dev/tessera/internal/bench"
@@ -13,7 +12,7 @@ import (
 // benchCmd runs a built-in measurement: `tessera bench rows [--json]`.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "rows" {
-		return fmt.Errorf("usage: tessera bench rows [--json]")
+		return usagef("usage: tessera bench rows [--json]")
 	}
 	fs := flag.NewFlagSet("bench rows", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,14 +16,26 @@ import (
 
 const usage = `usage: tessera <command> [flags]
 
-commands:
+server:
   serve              run the server (see tessera serve -h)
   admin create-key   create an admin principal and key, offline
   bench rows         measure the storage rows each kind of request costs
   version            print the version
 
-Every flag can also be set as TESSERA_<FLAG> in the environment
-(e.g. --data is TESSERA_DATA, --claim-rate is TESSERA_CLAIM_RATE).
+client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json):
+  tasks enqueue|list|get|cancel|pause|resume|retry
+  counts             tasks by queue and state
+  records put|get|list
+  blobs put|get
+  principals create|list
+  keys create|list|revoke
+  audit              your own audit trail (--all: everyone's, admin)
+  work -- CMD ARGS   claim tasks and run CMD for each (see tessera work -h)
+
+Each command takes -h. Every serve flag can also be set as TESSERA_<FLAG>
+in the environment (e.g. --data is TESSERA_DATA). Exit codes: 0 ok,
+1 failed, 2 bad usage or input, 3 not found, 4 conflict, 5 unauthorized
+or forbidden, 6 try later (429/503), 7 server unreachable.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,16 +44,17 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "tessera:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("no command")
+		return usagef("no command")
 	}
 	switch args[0] {
 	case "serve":
@@ -48,11 +62,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "admin":
 		if len(args) < 2 || args[1] != "create-key" {
 			fmt.Fprint(stderr, usage)
-			return fmt.Errorf("unknown admin command")
+			return usagef("unknown admin command")
 		}
 		return adminCreateKey(ctx, args[2:], stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "tasks":
+		return tasksCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "counts":
+		return countsCmd(ctx, args[1:], stdout, stderr)
+	case "records":
+		return recordsCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "blobs":
+		return blobsCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "principals":
+		return principalsCmd(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return keysCmd(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, args[1:], stdout, stderr)
+	case "work":
+		return workCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return nil
@@ -61,14 +91,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return usagef("unknown command %q", args[0])
 }
+
+// stdin is what commands that read input (--payload -, records put)
+// read; a variable so tests can give input.
+var stdin io.Reader = os.Stdin
 
 // parseFlags parses args, then fills every flag not given on the command
 // line from TESSERA_<NAME> in the environment.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -51,7 +52,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, a *auth.Actor, p Principa
 		return nil, err
 	}
 	now := s.clock.Now()
-	pr := &tessera.Principal{ID: tessera.NewID(now), Kind: p.Kind, Account: p.Account, DisplayName: p.DisplayName, CreatedAt: now}
+	pr := &tessera.Principal{ID: ids.New(now), Kind: p.Kind, Account: p.Account, DisplayName: p.DisplayName, CreatedAt: now}
 	err = s.audited(ctx, a, tessera.MainNamespace, ActPrincipalNew, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Status = pr.ID, 201
 		return tx.PrincipalCreate(ctx, pr)
@@ -400,7 +401,7 @@ func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed st
 // key when given. It serves the first start and `tessera admin create-key`.
 func CreateAdminKey(ctx context.Context, st store.Store, clock tessera.Clock, seed, displayName string) (string, error) {
 	now := clock.Now()
-	p := &tessera.Principal{ID: tessera.NewID(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
+	p := &tessera.Principal{ID: ids.New(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
 	var key string
 	err := st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.PrincipalCreate(ctx, p); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -181,7 +182,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	// the event, its id and the one now of the transaction are made inside.
 	err := s.store.Update(ctx, func(tx store.Tx) (err error) {
 		now := s.clock.Now()
-		ev = &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
+		ev = &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: a.Principal.ID,
 			KeyID: a.Key.ID, Action: action, Status: 200}
 		salt, pairAdded = nil, false
 		if creates {

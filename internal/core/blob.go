@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -173,7 +174,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 	}
 	var out BlobDeclared
 	err = s.update(ctx, ns, func(tx store.Tx, now time.Time) error {
-		u := tessera.Upload{Namespace: ns, ID: tessera.NewID(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
+		u := tessera.Upload{Namespace: ns, ID: ids.New(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
 			PrincipalID: a.Principal.ID, CreatedAt: now}
 		if p.LeaseToken != "" {
 			task, err := leaseByToken(ctx, tx, ns, p.LeaseToken, now)

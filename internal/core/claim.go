@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -144,7 +145,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 			}
 		}
 		secret := tessera.RandomToken(24)
-		run := tessera.NewID(now)
+		run := ids.New(now)
 		task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: tessera.Lease{
 			RunID: run, Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls,
 			TokenHash: hashToken(secret)}})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/tessera"
+	"golang.org/x/time/rate"
 )
 
 // signals wakes long-polls. A waiter subscribes to its topic before it
@@ -151,9 +152,14 @@ func (h *hints) sweep(now time.Time) {
 	}
 }
 
-// admission bounds each key's claims: a token bucket for the rate and a
-// counter for concurrency (§6). It runs on the wall clock, since it limits
-// real request rates, not domain time.
+// admission bounds each key's claims (§6): a token bucket for the rate,
+// golang.org/x/time/rate's Limiter, and beside it what a rate limiter does
+// not do — the in-flight bound, with a wakeup when a slot frees; the
+// deadline after which a claim gets 429 rather than waiting on; the
+// Retry-After estimate (the limiter knows when its next token comes, not
+// when a slot will free); and forgetting idle keys so the map stays
+// bounded. It runs on the wall clock, since it limits real request rates,
+// not domain time.
 type admission struct {
 	cfg Config
 
@@ -162,8 +168,7 @@ type admission struct {
 }
 
 type keyBudget struct {
-	tokens   float64
-	last     time.Time
+	limiter  *rate.Limiter
 	inFlight int
 	freed    chan struct{} // closed when a slot frees; replaced after
 }
@@ -182,17 +187,19 @@ func (a *admission) admit(ctx context.Context, keyID string) (func(), error) {
 		b := a.budget(keyID, now)
 		var wait time.Duration
 		var freed <-chan struct{}
-		switch {
-		case b.inFlight >= a.cfg.ClaimConcurrency:
+		if b.inFlight >= a.cfg.ClaimConcurrency {
 			freed = b.freed
 			wait = time.Second // a slot's release time is unknowable
-		case b.tokens < 1:
-			wait = time.Duration((1 - b.tokens) / a.cfg.ClaimRate * float64(time.Second))
-		default:
-			b.tokens--
-			b.inFlight++
-			a.mu.Unlock()
-			return func() { a.release(keyID) }, nil
+		} else {
+			r := b.limiter.ReserveN(now, 1)
+			if wait = r.DelayFrom(now); wait == 0 {
+				b.inFlight++
+				a.mu.Unlock()
+				return func() { a.release(keyID) }, nil
+			}
+			// Not holding the token while waiting: after the wait the
+			// slot and the key are checked again.
+			r.CancelAt(now)
 		}
 		a.mu.Unlock()
 
@@ -213,29 +220,32 @@ func (a *admission) admit(ctx context.Context, keyID string) (func(), error) {
 	}
 }
 
-// budget returns the key's budget with tokens refilled to now. a.mu held.
+// budget returns the key's budget. a.mu held.
 func (a *admission) budget(keyID string, now time.Time) *keyBudget {
 	b, ok := a.keys[keyID]
 	if !ok {
 		if len(a.keys) >= maxBudgets {
 			a.sweep(now)
 		}
-		b = &keyBudget{tokens: float64(a.cfg.ClaimBurst), last: now, freed: make(chan struct{})}
+		b = &keyBudget{limiter: rate.NewLimiter(rate.Limit(a.cfg.ClaimRate), a.cfg.ClaimBurst), freed: make(chan struct{})}
 		a.keys[keyID] = b
 	}
-	b.tokens = min(float64(a.cfg.ClaimBurst), b.tokens+now.Sub(b.last).Seconds()*a.cfg.ClaimRate)
-	b.last = now
 	return b
 }
 
 // maxBudgets is how many keys' budgets are kept before idle ones are swept.
 const maxBudgets = 4096
 
-// sweep forgets budgets that are idle and would have refilled by now: they
-// carry no information a fresh budget would not. a.mu held.
+// idle reports whether b carries no information a fresh budget would not:
+// nothing in flight and the bucket full again.
+func (a *admission) idle(b *keyBudget, now time.Time) bool {
+	return b.inFlight == 0 && b.limiter.TokensAt(now) >= float64(a.cfg.ClaimBurst)
+}
+
+// sweep forgets idle budgets. a.mu held.
 func (a *admission) sweep(now time.Time) {
 	for id, b := range a.keys {
-		if b.inFlight == 0 && b.tokens+now.Sub(b.last).Seconds()*a.cfg.ClaimRate >= float64(a.cfg.ClaimBurst) {
+		if a.idle(b, now) {
 			delete(a.keys, id)
 		}
 	}
@@ -248,9 +258,9 @@ func (a *admission) release(keyID string) {
 	b.inFlight--
 	close(b.freed)
 	b.freed = make(chan struct{})
-	// A full, idle bucket carries no information: forget it at once when
-	// it can be; the others go in the next sweep.
-	if b.inFlight == 0 && b.tokens+time.Since(b.last).Seconds()*a.cfg.ClaimRate >= float64(a.cfg.ClaimBurst) {
+	// Forget an idle budget at once when it can be; the others go in the
+	// next sweep.
+	if a.idle(b, time.Now()) {
 		delete(a.keys, keyID)
 	}
 }

@@ -64,8 +64,10 @@ type Service struct {
 	signals   *signals
 	admission *admission
 	hints     *hints
-	blob      blobState // blob.go: the byte store and its locks
-	snaps     snapshots // snapshot.go: public health, board and activity
+	blob      blobState  // blob.go: the byte store and its locks
+	snaps     snapshots  // snapshot.go: public health, board and activity
+	depths    depthCache // metrics.go: queue depths for GET /metrics
+	runs      runCounter // metrics.go: committed run ends
 
 	audit *auditor
 
@@ -102,7 +104,7 @@ func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clo
 	}
 	// State changes drop the namespace's public snapshot (statechange.go),
 	// on every node: the topics come back through the store's listener.
-	svc.store = watchedStore{s}
+	svc.store = watchedStore{Store: s, ended: svc.runs.add}
 	s.Listen(svc.notified)
 	go svc.background()
 	return svc

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -125,7 +126,7 @@ func (s *Service) StartSession(ctx context.Context) (*Session, error) {
 				Message: "the hour's demo sessions are all taken; the next one is available after Retry-After"}
 		}
 		purgeAt := now.Add(SessionLifetime)
-		p := &tessera.Principal{ID: tessera.NewID(now), Kind: tessera.KindAnonymous, DisplayName: "demo session",
+		p := &tessera.Principal{ID: ids.New(now), Kind: tessera.KindAnonymous, DisplayName: "demo session",
 			CreatedAt: now, PurgeAt: &purgeAt}
 		ns := SessionNamespace(p.ID)
 		if err := tx.PrincipalCreate(ctx, p); err != nil {
@@ -141,7 +142,7 @@ func (s *Service) StartSession(ctx context.Context) (*Session, error) {
 		if err := tx.SessionMintAdd(ctx, hashes[0], p.ID, now); err != nil {
 			return err
 		}
-		ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: p.ID, KeyID: key.ID,
+		ev := &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: p.ID, KeyID: key.ID,
 			Action: ActSessionStart, Target: ns, Status: 201, IPHash: hashes[0]}
 		if err := tx.AuditInsert(ctx, ev); err != nil {
 			return err

@@ -54,10 +54,27 @@ func (s *Service) notified(topic string) {
 // having to remember. Audit and observational writes are not state
 // changes: a keyed health read, which writes its audit event, keeps its
 // snapshot.
-type watchedStore struct{ store.Store }
+//
+// It also reports each run the committed transaction ended (ended, for
+// the metrics), with its queue and the state its task was left in: this
+// node's commits only, so counts add up across nodes.
+type watchedStore struct {
+	store.Store
+	ended func(ns, queue, outcome, state string)
+}
 
 func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	err := w.Store.Update(ctx, func(tx store.Tx) error { return fn(&watchedTx{Tx: tx}) })
+	var last *watchedTx // fn may run again after a lost race: the last run committed
+	err := w.Store.Update(ctx, func(tx store.Tx) error {
+		last = &watchedTx{Tx: tx}
+		return fn(last)
+	})
+	if err == nil && last != nil && w.ended != nil {
+		for _, e := range last.ends {
+			t := last.tasks[[2]string{e.ns, e.taskID}]
+			w.ended(e.ns, t.Queue, e.outcome, t.State)
+		}
+	}
 	if errors.Is(err, store.ErrRetry) {
 		// Still losing races after store.MaxAttempts: contention, not a
 		// fault. The client may retry, as after any 503.
@@ -72,7 +89,12 @@ func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error
 type watchedTx struct {
 	store.Tx
 	changed []string
+	// tasks are the tasks updated, as last written; ends the runs ended.
+	tasks map[[2]string]tessera.Task
+	ends  []runEnded
 }
+
+type runEnded struct{ ns, taskID, outcome string }
 
 func (t *watchedTx) mark(ctx context.Context, ns string, err error) error {
 	if err == nil {
@@ -92,7 +114,22 @@ func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 }
 
 func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
-	return t.mark(ctx, before.Namespace, t.Tx.TaskUpdate(ctx, before, after))
+	err := t.Tx.TaskUpdate(ctx, before, after)
+	if err == nil {
+		if t.tasks == nil {
+			t.tasks = map[[2]string]tessera.Task{}
+		}
+		t.tasks[[2]string{after.Namespace, after.ID}] = tessera.Task{Queue: after.Queue, State: after.State}
+	}
+	return t.mark(ctx, before.Namespace, err)
+}
+
+func (t *watchedTx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
+	err := t.Tx.RunEnd(ctx, ns, r)
+	if err == nil {
+		t.ends = append(t.ends, runEnded{ns: ns, taskID: r.TaskID, outcome: r.Outcome})
+	}
+	return err
 }
 
 func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -117,7 +118,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 		labels = []string{}
 	}
 	return &tessera.Task{
-		Namespace: ns, ID: tessera.NewID(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
+		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -330,7 +331,7 @@ func TestRetentionDrainsEveryBatch(t *testing.T) {
 	s := newTestServer(t)
 	old := s.Clock.Now()
 	purge := old.Add(time.Hour)
-	anon := &tessera.Principal{ID: tessera.NewID(old), Kind: tessera.KindAnonymous, CreatedAt: old, PurgeAt: &purge}
+	anon := &tessera.Principal{ID: ids.New(old), Kind: tessera.KindAnonymous, CreatedAt: old, PurgeAt: &purge}
 	const events = 1234
 	err := s.DB.Update(t.Context(), func(tx store.Tx) error {
 		if err := tx.PrincipalCreate(ctx, anon); err != nil {
@@ -341,7 +342,7 @@ func TestRetentionDrainsEveryBatch(t *testing.T) {
 		}
 		for range events {
 			now := s.Clock.Now()
-			if err := tx.AuditInsert(ctx, &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: "main", PrincipalID: anon.ID,
+			if err := tx.AuditInsert(ctx, &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: "main", PrincipalID: anon.ID,
 				KeyID: "anonkey1", Action: core.ActCounts, Target: "counts", Status: 200}); err != nil {
 				return err
 			}

@@ -1,42 +1,70 @@
 package httpapi
 
 import (
-	"fmt"
-	"io"
+	"context"
 	"net/http"
-	"sort"
-	"sync"
+	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// requestMetrics counts requests by route and status for GET /metrics.
-// Routes are the table's patterns, so the label set is bounded.
-type requestMetrics struct {
-	mu       sync.Mutex
-	requests map[[2]string]int64 // route, status → count
-	seconds  map[string]float64  // route → total seconds
+// serverMetrics is what GET /metrics exposes (SPEC §14, §15), through
+// prometheus/client_golang on a registry of this server's own (tests run
+// many servers in one process): request counts and latency by route, the
+// claim wait, queue depths and lease state, run ends and dead tasks,
+// storage rows and the allowance, and the Go and process collectors.
+type serverMetrics struct {
+	registry  *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	claimWait *prometheus.HistogramVec
 }
 
-func newRequestMetrics() *requestMetrics {
-	return &requestMetrics{requests: map[[2]string]int64{}, seconds: map[string]float64{}}
+// requestBuckets reach past the long-polls (claims wait up to 20 s,
+// claim events 30 s).
+var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30}
+
+func newServerMetrics(svc *core.Service) *serverMetrics {
+	m := &serverMetrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tessera_http_requests_total", Help: "HTTP requests by route (the route table's pattern) and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tessera_http_request_duration_seconds", Help: "Time to serve an HTTP request, by route; long-polls included.",
+			Buckets: requestBuckets,
+		}, []string{"route"}),
+		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tessera_claim_wait_seconds", Help: "How long a claim waited (admission and long-poll) before it was granted or answered empty.",
+			Buckets: requestBuckets,
+		}, []string{"outcome"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, m.claimWait, coreCollector{svc},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
 }
 
-func (m *requestMetrics) observe(route string, status int, d time.Duration) {
+func (m *serverMetrics) observe(route string, status int, d time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.mu.Lock()
-	m.requests[[2]string{route, fmt.Sprint(status)}]++
-	m.seconds[route] += d.Seconds()
-	m.mu.Unlock()
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
 }
 
-// metrics serves the Prometheus text format (SPEC §14, §15): storage rows
-// metered today and since start, the allowance, and requests by route and
-// status. It needs an admin key unless the server was told otherwise.
+// observeClaim records a claim's wait; outcome is granted or empty.
+func (m *serverMetrics) observeClaim(outcome string, d time.Duration) {
+	m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// metrics serves the Prometheus text format. It needs an admin key unless
+// the server was told otherwise.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := w.(*statusRecorder); ok {
 		rec.route = "GET /metrics"
@@ -57,37 +85,93 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.core.Count(principal, tessera.MainNamespace, core.ActMetrics, "ok")
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.writeMetrics(w)
+	promhttp.HandlerFor(s.metricsReg.registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}).ServeHTTP(w, r)
 }
 
-func (s *Server) writeMetrics(w io.Writer) {
-	today := s.core.Meter().Today()
-	written, read := s.core.Meter().Lifetime()
-	metric := func(name, kind, help string, samples ...string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-		for _, smp := range samples {
-			fmt.Fprintf(w, "%s%s\n", name, smp)
+// slogPrinter lets promhttp report a failed collection to the server log.
+type slogPrinter struct{ s *Server }
+
+func (p slogPrinter) Println(v ...any) { p.s.log.Error("metrics", "err", v) }
+
+// coreCollector reads the core's numbers at scrape time.
+type coreCollector struct{ svc *core.Service }
+
+var (
+	descRowsWritten      = prometheus.NewDesc("tessera_storage_rows_written_total", "Storage rows written since start (each row changed plus one per index).", nil, nil)
+	descRowsRead         = prometheus.NewDesc("tessera_storage_rows_read_total", "Storage rows read since start (rows returned plus full-scan steps).", nil, nil)
+	descRowsWrittenToday = prometheus.NewDesc("tessera_storage_rows_written_today", "Storage rows written this UTC day.", nil, nil)
+	descRowsReadToday    = prometheus.NewDesc("tessera_storage_rows_read_today", "Storage rows read this UTC day.", nil, nil)
+	descAllowance        = prometheus.NewDesc("tessera_storage_allowance_rows", "Daily storage allowance in rows (0 = unlimited).", []string{"kind"}, nil)
+	descAllowanceLeft    = prometheus.NewDesc("tessera_storage_allowance_left_rows", "Rows left of today's allowance (only where one is set).", []string{"kind"}, nil)
+	descQueueTasks       = prometheus.NewDesc("tessera_queue_tasks", "Tasks by namespace, queue and stored state (ready includes scheduled), public or not.", []string{"namespace", "queue", "state"}, nil)
+	descQueueLeases      = prometheus.NewDesc("tessera_queue_leases", "Leases by namespace and queue: live, or expired but not yet noticed.", []string{"namespace", "queue", "state"}, nil)
+	descQueueOldest      = prometheus.NewDesc("tessera_queue_oldest_ready_age_seconds", "How long the oldest claimable task of a queue has waited since its run_at.", []string{"namespace", "queue"}, nil)
+	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces past the first 256 (by name) were left out of the queue metrics.", nil, nil)
+	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
+	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
+	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
+)
+
+func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
+		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descOmitted,
+		descRunsEnded, descTasksDead, descScrapeError} {
+		ch <- d
+	}
+}
+
+func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	today := c.svc.Meter().Today()
+	written, read := c.svc.Meter().Lifetime()
+	counter(descRowsWritten, float64(written))
+	counter(descRowsRead, float64(read))
+	gauge(descRowsWrittenToday, float64(today.RowsWritten))
+	gauge(descRowsReadToday, float64(today.RowsRead))
+	for kind, v := range map[string][2]int64{"written": {today.Allowance.RowsWrittenPerDay, today.RowsWritten}, "read": {today.Allowance.RowsReadPerDay, today.RowsRead}} {
+		gauge(descAllowance, float64(v[0]), kind)
+		if v[0] > 0 {
+			gauge(descAllowanceLeft, float64(max(v[0]-v[1], 0)), kind)
 		}
 	}
-	metric("tessera_storage_rows_written_total", "counter", "Storage rows written since start (each row changed plus one per index).", fmt.Sprintf(" %d", written))
-	metric("tessera_storage_rows_read_total", "counter", "Storage rows read since start (rows returned plus full-scan steps).", fmt.Sprintf(" %d", read))
-	metric("tessera_storage_rows_written_today", "gauge", "Storage rows written this UTC day.", fmt.Sprintf(" %d", today.RowsWritten))
-	metric("tessera_storage_rows_read_today", "gauge", "Storage rows read this UTC day.", fmt.Sprintf(" %d", today.RowsRead))
-	metric("tessera_storage_allowance_rows", "gauge", "Daily storage allowance (0 = unlimited).",
-		fmt.Sprintf(`{kind="written"} %d`, today.Allowance.RowsWrittenPerDay), fmt.Sprintf(`{kind="read"} %d`, today.Allowance.RowsReadPerDay))
 
-	s.reqs.mu.Lock()
-	var counts, durations []string
-	for k, n := range s.reqs.requests {
-		counts = append(counts, fmt.Sprintf(`{route=%q,status=%q} %d`, k[0], k[1], n))
+	runs := c.svc.RunTotals()
+	for k, n := range runs.Ended {
+		counter(descRunsEnded, float64(n), k.Namespace, k.Queue, k.Outcome)
 	}
-	for route, sec := range s.reqs.seconds {
-		durations = append(durations, fmt.Sprintf(`{route=%q} %g`, route, sec))
+	for k, n := range runs.Dead {
+		counter(descTasksDead, float64(n), k.Namespace, k.Queue, k.Outcome)
 	}
-	s.reqs.mu.Unlock()
-	sort.Strings(counts)
-	sort.Strings(durations)
-	metric("tessera_http_requests_total", "counter", "HTTP requests by route and status.", counts...)
-	metric("tessera_http_request_seconds_total", "counter", "Time spent serving HTTP requests, by route.", durations...)
+
+	// A scrape must not hang on a busy store.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	depths, err := c.svc.QueueDepths(ctx)
+	if err != nil {
+		// The store may refuse (the read allowance spent): the rest of
+		// the scrape still answers, and says so.
+		gauge(descScrapeError, 1)
+		return
+	}
+	gauge(descScrapeError, 0)
+	truncated := 0.0
+	if depths.Truncated {
+		truncated = 1
+	}
+	gauge(descOmitted, truncated)
+	for _, q := range depths.Queues {
+		for _, st := range core.StoredStates {
+			gauge(descQueueTasks, float64(q.Counts[st]), q.Namespace, q.Queue, st)
+		}
+		gauge(descQueueLeases, float64(q.LiveLeases), q.Namespace, q.Queue, "live")
+		gauge(descQueueLeases, float64(q.ExpiredLeases), q.Namespace, q.Queue, "expired")
+		if q.OldestReadyAgeSeconds != nil {
+			gauge(descQueueOldest, *q.OldestReadyAgeSeconds, q.Namespace, q.Queue)
+		}
+	}
 }

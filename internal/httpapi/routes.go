@@ -154,15 +154,18 @@ func (s *Server) claim(c *call) error {
 	if err := c.decode(&p); err != nil {
 		return err
 	}
+	start := time.Now()
 	claimed, err := s.core.Claim(c.ctx, c.actor, c.ns, p)
 	if err != nil {
 		return err
 	}
 	if claimed.Lease == nil {
+		s.metricsReg.observeClaim("empty", time.Since(start))
 		c.w.Header().Set("Retry-After", strconv.Itoa(claimed.RetryAfter))
 		c.w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	s.metricsReg.observeClaim("granted", time.Since(start))
 	return c.json(http.StatusOK, claimed)
 }
 

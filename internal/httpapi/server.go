@@ -31,8 +31,9 @@ type Server struct {
 	mux  *http.ServeMux
 	docs *discovery.Docs
 	cfg  Config
-	reqs *requestMetrics
 	mcp  *mcp.Endpoint
+	// metricsReg is what GET /metrics serves (metrics.go).
+	metricsReg *serverMetrics
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -61,7 +62,7 @@ type Config struct {
 // New returns a Server over svc. The discovery documents are rendered here,
 // once, from the same route table the handlers are registered from.
 func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
-	s := &Server{core: svc, log: log, mux: http.NewServeMux(), cfg: cfg, reqs: newRequestMetrics()}
+	s := &Server{core: svc, log: log, mux: http.NewServeMux(), cfg: cfg, metricsReg: newServerMetrics(svc)}
 	for _, rt := range s.routes() {
 		s.handle(rt.method+" /v1"+rt.path, s.handler(rt, false))
 		s.handle(rt.method+" /ns/{namespace}/v1"+rt.path, s.handler(rt, true))
@@ -129,7 +130,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, s.log, errors.New("panic"))
 			}
 		}
-		s.reqs.observe(rec.route, rec.status, time.Since(start))
+		s.metricsReg.observe(rec.route, rec.status, time.Since(start))
 		s.log.Info("request", "method", r.Method, "route", rec.route, "status", rec.status,
 			"duration_ms", time.Since(start).Milliseconds(),
 			"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())

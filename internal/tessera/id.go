@@ -4,49 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"sync"
 	"time"
 )
 
 // crockford is the ULID alphabet: no I, L, O or U, so ids read aloud safely.
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-var ulidState struct {
-	sync.Mutex
-	lastMS uint64
-	last   [10]byte
-}
-
-// NewID returns a ULID: 48 bits of milliseconds then 80 random bits, as 26
-// Crockford base32 characters. Within one millisecond the random part is
-// incremented, so ids made by one process sort in creation order. An id
-// always encodes the time it was given, even if that is earlier than the
-// last one (a clock stepped back): retention and audit windows compare
-// ids as times, so the time must be true.
-func NewID(now time.Time) string {
-	ms := uint64(now.UnixMilli())
-	ulidState.Lock()
-	var entropy [10]byte
-	if ms == ulidState.lastMS {
-		entropy = ulidState.last
-		for i := len(entropy) - 1; i >= 0; i-- {
-			entropy[i]++
-			if entropy[i] != 0 {
-				break
-			}
-		}
-	} else {
-		_, _ = rand.Read(entropy[:])
-	}
-	ulidState.lastMS, ulidState.last = ms, entropy
-	ulidState.Unlock()
-
-	var raw [16]byte
-	binary.BigEndian.PutUint16(raw[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(raw[2:6], uint32(ms))
-	copy(raw[6:], entropy[:])
-	return encodeBase32(raw)
-}
 
 func encodeBase32(raw [16]byte) string {
 	// 128 bits as 26 characters: the first carries 3 bits, the rest 5 each.

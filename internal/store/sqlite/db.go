@@ -200,7 +200,11 @@ func (db *DB) migrate(ctx context.Context) error {
 		return err
 	}
 	slices.Sort(files)
-	if version >= len(files) {
+	if version > len(files) {
+		// A newer binary's schema: this one does not know what it holds.
+		return fmt.Errorf("store schema version %d is newer than this build's %d: run the newer tessera (downgrades are not supported)", version, len(files))
+	}
+	if version == len(files) {
 		return nil
 	}
 	if err := db.meter.WriteRefusal(); err != nil {

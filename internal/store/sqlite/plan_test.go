@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -32,7 +33,7 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 	now := time.Now().UTC()
 	err = db.Update(ctx, func(tx store.Tx) error {
 		for i, ns := range []string{"main", "alpha", "beta"} {
-			ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: "p" + string(rune('0'+i)),
+			ev := &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: "p" + string(rune('0'+i)),
 				KeyID: "k", Action: "task.get", Target: "t", Status: 200}
 			if err := tx.AuditInsert(ctx, ev); err != nil {
 				return err
@@ -140,7 +141,7 @@ func auditByPrincipalSteps(t *testing.T, n int) int64 {
 			if i == n/2 {
 				p = "me"
 			}
-			ev := &tessera.AuditEvent{ID: tessera.NewID(now), Time: now, Namespace: ns, PrincipalID: p, KeyID: "k", Action: "task.get", Target: "t", Status: 200}
+			ev := &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: p, KeyID: "k", Action: "task.get", Target: "t", Status: 200}
 			if err := tx.AuditInsert(ctx, ev); err != nil {
 				return err
 			}

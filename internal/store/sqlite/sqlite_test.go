@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -347,5 +349,26 @@ func TestNewStoreSchemaInOneTransaction(t *testing.T) {
 	}
 	if n := indexCount(t, path, "tasks"); n < 1 {
 		t.Errorf("the new store's tasks table has %d indexes", n)
+	}
+}
+
+// A store migrated by a newer binary is refused, not opened blind.
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tessera.db")
+	db, err := sqlite.Open(context.Background(), path, newMeter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	c, err := sqlite3.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(fmt.Sprintf("PRAGMA user_version = %d", migrationCount(t)+1)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := sqlite.Open(context.Background(), path, newMeter()); err == nil || !strings.Contains(err.Error(), "newer than this build") {
+		t.Fatalf("opening a newer schema: %v", err)
 	}
 }

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Claim asks for the next ready task of a queue (POST /v1/claims), waiting
+// up to req.WaitSeconds for one. No task is (nil, retryAfter, nil), with
+// the server's advice on when to ask again.
+//
+// A claim is not repeated after a connection broke mid-request: the server
+// may have granted a lease whose answer was lost, and that task then comes
+// back when the lease lapses.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*Claim, time.Duration, error) {
+	var out Claim
+	rep, err := c.do(ctx, &request{method: "POST", path: "/claims", body: req,
+		accept: []int{http.StatusOK, http.StatusNoContent}}, &out)
+	if err != nil {
+		return nil, 0, err
+	}
+	if rep.status == http.StatusNoContent {
+		return nil, retryAfter(rep.header), nil
+	}
+	return &out, 0, nil
+}
+
+// WaitClaim long-polls until a task of the queue is granted or ctx ends.
+// Each poll waits the longest the server allows (20 s); between polls it
+// follows the server's advice only when a poll answered at once.
+func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error) {
+	if req.WaitSeconds == 0 {
+		req.WaitSeconds = MaxClaimWait
+	}
+	for {
+		start := time.Now()
+		cl, advice, err := c.Claim(ctx, req)
+		if err != nil || cl != nil {
+			return cl, err
+		}
+		// A poll that came back early (the server draining) would
+		// otherwise spin: wait out the advice, at most one long-poll's
+		// length.
+		if time.Since(start) < time.Duration(req.WaitSeconds)*time.Second/2 {
+			t := time.NewTimer(min(advice, time.Duration(req.WaitSeconds)*time.Second))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// MaxClaimWait is the longest long-poll a claim may ask for, in seconds.
+const MaxClaimWait = 20
+
+// Heartbeat extends a lease and learns whether a cancel was requested
+// (POST /v1/claims/{task}/heartbeat). Repeating one is harmless, so it is
+// retried after a broken connection too.
+func (c *Client) Heartbeat(ctx context.Context, taskID string, req HeartbeatRequest) (*Heartbeat, error) {
+	var out Heartbeat
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/heartbeat", body: req, safe: true}, &out)
+	return result(&out, err)
+}
+
+// Submit ends a run with its outcome (POST /v1/claims/{task}/submit),
+// always with an Idempotency-Key.
+func (c *Client) Submit(ctx context.Context, taskID string, req SubmitRequest) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/submit", body: req,
+		idempotencyKey: keyed(req.IdempotencyKey), safe: true}, &out)
+	return result(&out, err)
+}
+
+// Release gives a task back without using an attempt
+// (POST /v1/claims/{task}/release).
+func (c *Client) Release(ctx context.Context, taskID, leaseToken string) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/release",
+		body: map[string]string{"lease_token": leaseToken}}, &out)
+	return result(&out, err)
+}
+
+// ClaimEvents long-polls a held task's events after sequence since, for up
+// to wait (0–30 s) (GET /v1/claims/{task}/events).
+func (c *Client) ClaimEvents(ctx context.Context, taskID string, since int64, wait time.Duration) (*ClaimEvents, error) {
+	q := url.Values{}
+	q.Set("since", strconv.FormatInt(since, 10))
+	q.Set("wait", strconv.Itoa(int(wait/time.Second)))
+	var out ClaimEvents
+	_, err := c.do(ctx, &request{method: "GET", path: "/claims/" + url.PathEscape(taskID) + "/events", query: q, safe: true}, &out)
+	return result(&out, err)
+}

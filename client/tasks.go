@@ -1,0 +1,116 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+)
+
+// Me returns the caller's principal and key (GET /v1/me).
+func (c *Client) Me(ctx context.Context) (*Me, error) {
+	var out Me
+	_, err := c.do(ctx, &request{method: "GET", path: "/me", safe: true}, &out)
+	return result(&out, err)
+}
+
+// Enqueue creates a task (POST /v1/tasks). It always sends an
+// Idempotency-Key, so a retried enqueue creates one task.
+func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks", body: req,
+		idempotencyKey: keyed(req.IdempotencyKey), safe: true}, &out)
+	return result(&out, err)
+}
+
+// ListTasks lists tasks, newest first (GET /v1/tasks).
+func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*TaskPage, error) {
+	q := url.Values{}
+	set(q, "state", f.State)
+	set(q, "queue", f.Queue)
+	set(q, "label", f.Label)
+	set(q, "cursor", f.Cursor)
+	setInt(q, "limit", f.Limit)
+	var out TaskPage
+	_, err := c.do(ctx, &request{method: "GET", path: "/tasks", query: q, safe: true}, &out)
+	return result(&out, err)
+}
+
+// GetTask returns a task with its runs (GET /v1/tasks/{id}).
+func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "GET", path: "/tasks/" + url.PathEscape(id), safe: true}, &out)
+	return result(&out, err)
+}
+
+// CancelTask cancels a task; a leased one is canceled at its holder's next
+// heartbeat or submit (POST /v1/tasks/{id}/cancel).
+func (c *Client) CancelTask(ctx context.Context, id string) (*Task, error) {
+	return c.changeTask(ctx, id, "cancel")
+}
+
+// PauseTask pauses a ready or scheduled task.
+func (c *Client) PauseTask(ctx context.Context, id string) (*Task, error) {
+	return c.changeTask(ctx, id, "pause")
+}
+
+// ResumeTask resumes a paused task.
+func (c *Client) ResumeTask(ctx context.Context, id string) (*Task, error) {
+	return c.changeTask(ctx, id, "resume")
+}
+
+// RetryTask gives a dead or canceled task its attempts back.
+func (c *Client) RetryTask(ctx context.Context, id string) (*Task, error) {
+	return c.changeTask(ctx, id, "retry")
+}
+
+// changeTask is not safe to repeat after a broken connection: the second
+// try of a change that happened answers invalid_state.
+func (c *Client) changeTask(ctx context.Context, id, change string) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks/" + url.PathEscape(id) + "/" + change, body: struct{}{}}, &out)
+	return result(&out, err)
+}
+
+// AddNote leaves a note for the task's lease holder (POST /v1/tasks/{id}/notes).
+func (c *Client) AddNote(ctx context.Context, id, body string) (*TaskEvent, error) {
+	var out TaskEvent
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks/" + url.PathEscape(id) + "/notes",
+		body: map[string]string{"body": body}}, &out)
+	return result(&out, err)
+}
+
+// Counts returns task counts by queue and state (GET /v1/counts).
+func (c *Client) Counts(ctx context.Context) (Counts, error) {
+	var out struct {
+		Queues Counts `json:"queues"`
+	}
+	_, err := c.do(ctx, &request{method: "GET", path: "/counts", safe: true}, &out)
+	return out.Queues, err
+}
+
+// result returns out, or nil and err.
+func result[T any](out *T, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func set(q url.Values, name, v string) {
+	if v != "" {
+		q.Set(name, v)
+	}
+}
+
+func setInt(q url.Values, name string, v int) {
+	if v != 0 {
+		q.Set(name, strconv.Itoa(v))
+	}
+}
+
+func pageQuery(p Page) url.Values {
+	q := url.Values{}
+	set(q, "cursor", p.Cursor)
+	setInt(q, "limit", p.Limit)
+	return q
+}

@@ -1,0 +1,499 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The API's wire types. They mirror the JSON of the HTTP API (see
+// /v1/openapi.json) and nothing else: the client knows no server code.
+
+// Task states as clients see them.
+const (
+	StateScheduled = "scheduled"
+	StateReady     = "ready"
+	StateLeased    = "leased"
+	StatePaused    = "paused"
+	StateSucceeded = "succeeded"
+	StateDead      = "dead"
+	StateCanceled  = "canceled"
+)
+
+// Submit outcomes.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+)
+
+// Task is a unit of work.
+type Task struct {
+	Namespace       string          `json:"namespace"`
+	ID              string          `json:"id"`
+	Queue           string          `json:"queue"`
+	Title           string          `json:"title"`
+	Brief           string          `json:"brief"`
+	Payload         json.RawMessage `json:"payload"`
+	Labels          []string        `json:"labels"`
+	Priority        int             `json:"priority"`
+	Public          bool            `json:"public"`
+	MaxAttempts     int             `json:"max_attempts"`
+	Attempts        int             `json:"attempts"`
+	State           string          `json:"state"`
+	RunAt           time.Time       `json:"run_at"`
+	CreatedBy       string          `json:"created_by"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	CancelRequested bool            `json:"cancel_requested"`
+	Result          json.RawMessage `json:"result,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	Progress        json.RawMessage `json:"progress,omitempty"`
+	Lease           *Lease          `json:"lease,omitempty"`
+	Runs            []Run           `json:"runs,omitempty"`
+}
+
+// Lease is a claim on a task. Token is set only in a claim's answer.
+type Lease struct {
+	TaskID    string    `json:"task_id"`
+	RunID     string    `json:"run_id"`
+	Holder    string    `json:"holder"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Token     string    `json:"token,omitempty"`
+	Seconds   int       `json:"lease_seconds"`
+}
+
+// Run is one attempt at a task.
+type Run struct {
+	ID        string     `json:"run_id"`
+	TaskID    string     `json:"task_id"`
+	Holder    string     `json:"holder"`
+	Attempt   int        `json:"attempt"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Outcome   string     `json:"outcome,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// EnqueueRequest is the body of POST /v1/tasks. Payload is any JSON
+// value (json.RawMessage, a struct, a map).
+type EnqueueRequest struct {
+	Queue       string     `json:"queue,omitempty"`
+	Title       string     `json:"title"`
+	Brief       string     `json:"brief,omitempty"`
+	Payload     any        `json:"payload,omitempty"`
+	Labels      []string   `json:"labels,omitempty"`
+	Priority    int        `json:"priority,omitempty"`
+	Public      bool       `json:"public,omitempty"`
+	MaxAttempts int        `json:"max_attempts,omitempty"`
+	RunAt       *time.Time `json:"run_at,omitempty"`
+	// IdempotencyKey is sent as the header; one is generated when empty.
+	IdempotencyKey string `json:"-"`
+}
+
+// TaskFilter selects tasks for ListTasks.
+type TaskFilter struct {
+	State, Queue, Label string
+	Limit               int
+	Cursor              string
+}
+
+// TaskPage is a page of tasks, newest first.
+type TaskPage struct {
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// TaskEvent is something the holder of a task's lease should learn.
+type TaskEvent struct {
+	Seq  int64     `json:"seq"`
+	Kind string    `json:"kind"`
+	Body string    `json:"body,omitempty"`
+	By   string    `json:"by,omitempty"`
+	Time time.Time `json:"time"`
+}
+
+// Counts maps queue → state → number of tasks.
+type Counts map[string]map[string]int
+
+// ClaimRequest is the body of POST /v1/claims.
+type ClaimRequest struct {
+	Queue        string `json:"queue,omitempty"`
+	LeaseSeconds int    `json:"lease_seconds,omitempty"`
+	// WaitSeconds (0–20) long-polls for a task to arrive.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// Claim is a granted claim: the lease (with its token) and the task.
+type Claim struct {
+	Lease Lease `json:"lease"`
+	Task  Task  `json:"task"`
+}
+
+// HeartbeatRequest extends a lease. Progress is any JSON value (≤ 4 KiB).
+type HeartbeatRequest struct {
+	LeaseToken   string `json:"lease_token"`
+	LeaseSeconds int    `json:"lease_seconds,omitempty"`
+	Progress     any    `json:"progress,omitempty"`
+}
+
+// Heartbeat is a heartbeat's answer. After a requested cancel the run is
+// over: CancelRequested is true and ExpiresAt nil.
+type Heartbeat struct {
+	TaskID          string     `json:"task_id"`
+	State           string     `json:"state"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	CancelRequested bool       `json:"cancel_requested"`
+}
+
+// SubmitRequest ends a run. Result is any JSON value (≤ 256 KiB).
+type SubmitRequest struct {
+	LeaseToken string `json:"lease_token"`
+	Outcome    string `json:"outcome"`
+	Result     any    `json:"result,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// IdempotencyKey is sent as the header; one is generated when empty.
+	IdempotencyKey string `json:"-"`
+}
+
+// ClaimEvents is the answer of the claim-events long-poll.
+type ClaimEvents struct {
+	Events          []TaskEvent `json:"events"`
+	NextSince       int64       `json:"next_since"`
+	State           string      `json:"state"`
+	CancelRequested bool        `json:"cancel_requested"`
+	Lease           *Lease      `json:"lease"`
+}
+
+// Record is one version of a JSON document at bucket/key.
+type Record struct {
+	Bucket    string          `json:"bucket"`
+	Key       string          `json:"key"`
+	Version   int64           `json:"version"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	RunID     string          `json:"run_id,omitempty"`
+	TaskID    string          `json:"task_id,omitempty"`
+	WrittenBy string          `json:"written_by"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// PutRecordRequest writes the next version of a record.
+type PutRecordRequest struct {
+	Value any `json:"value"`
+	// IfVersion writes only if the head is that version (0: only if the
+	// record does not exist yet).
+	IfVersion *int64 `json:"if_version,omitempty"`
+	// LeaseToken binds the version to the lease's run.
+	LeaseToken string `json:"lease_token,omitempty"`
+	// IdempotencyKey is sent as the header; one is generated when empty.
+	IdempotencyKey string `json:"-"`
+}
+
+// RecordPage is a page of record heads (ListRecords) or versions.
+type RecordPage struct {
+	Records    []Record `json:"records"`
+	NextCursor string   `json:"next_cursor,omitempty"`
+}
+
+// VersionPage is a page of one record's versions, newest first.
+type VersionPage struct {
+	Versions   []Record `json:"versions"`
+	NextCursor string   `json:"next_cursor,omitempty"`
+}
+
+// Bucket is a named group of records.
+type Bucket struct {
+	Name      string    `json:"name"`
+	Public    bool      `json:"public"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// BucketPage is a page of buckets by name.
+type BucketPage struct {
+	Buckets    []Bucket `json:"buckets"`
+	NextCursor string   `json:"next_cursor,omitempty"`
+}
+
+// Page selects a page of a listing.
+type Page struct {
+	Cursor string
+	Limit  int
+}
+
+// DeclareBlobRequest declares an upload (the first of three calls).
+type DeclareBlobRequest struct {
+	SHA256      string `json:"sha256"`
+	Size        int64  `json:"size"`
+	ContentType string `json:"content_type,omitempty"`
+	// RawPolicy (private or namespace) is fixed by a namespace's first upload.
+	RawPolicy string `json:"raw_policy,omitempty"`
+	// LeaseToken binds the blob to the lease's run.
+	LeaseToken string `json:"lease_token,omitempty"`
+}
+
+// BlobDeclared answers a declare: an upload to send, or Exists with Ref.
+type BlobDeclared struct {
+	Exists    bool       `json:"exists"`
+	Ref       string     `json:"ref,omitempty"`
+	UploadID  string     `json:"upload_id,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	MaxBytes  int64      `json:"max_bytes,omitempty"`
+}
+
+// UploadReceived answers the byte upload.
+type UploadReceived struct {
+	UploadID string `json:"upload_id"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Matches  bool   `json:"matches"`
+}
+
+// BlobInfo is a blob's metadata.
+type BlobInfo struct {
+	Ref         string    `json:"ref"`
+	SHA256      string    `json:"sha256"`
+	Size        int64     `json:"size"`
+	ContentType string    `json:"content_type"`
+	UploadedBy  string    `json:"uploaded_by"`
+	RunID       string    `json:"run_id,omitempty"`
+	TaskID      string    `json:"task_id,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// NamespaceSettings are a namespace's settings.
+type NamespaceSettings struct {
+	Namespace string    `json:"namespace"`
+	RawPolicy string    `json:"raw_policy"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Namespace is a namespace the store knows.
+type Namespace struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// NamespacePage is a page of namespaces by name.
+type NamespacePage struct {
+	Namespaces []Namespace `json:"namespaces"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// Purged answers a namespace purge.
+type Purged struct {
+	Namespace   string `json:"namespace"`
+	RowsDeleted int    `json:"rows_deleted"`
+}
+
+// Principal is who acts.
+type Principal struct {
+	ID          string     `json:"id"`
+	Kind        string     `json:"kind"`
+	Account     string     `json:"account"`
+	DisplayName string     `json:"display_name"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastUsedAt  *time.Time `json:"last_used_at"`
+	PurgeAt     *time.Time `json:"purge_at,omitempty"`
+}
+
+// PrincipalRequest creates a principal: kind user, agent or service.
+type PrincipalRequest struct {
+	Kind        string `json:"kind"`
+	Account     string `json:"account,omitempty"`
+	DisplayName string `json:"display_name,omitempty"`
+}
+
+// PrincipalPatch changes a principal; nil fields stay as they are.
+type PrincipalPatch struct {
+	Kind        *string `json:"kind,omitempty"`
+	Account     *string `json:"account,omitempty"`
+	DisplayName *string `json:"display_name,omitempty"`
+}
+
+// PrincipalPage is a page of principals.
+type PrincipalPage struct {
+	Principals []Principal `json:"principals"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// Key is a key's metadata (never its secret).
+type Key struct {
+	ID          string     `json:"id"`
+	PrincipalID string     `json:"principal_id"`
+	Scopes      []string   `json:"scopes"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+// NewKey is a created key: its metadata and, this once, the key itself.
+type NewKey struct {
+	Key
+	Secret string `json:"key"`
+}
+
+// KeyRequest creates a key for a principal. Scopes are actions (read,
+// enqueue, claim, write, admin) and grants (namespace:NAME, namespace:*).
+type KeyRequest struct {
+	PrincipalID string     `json:"principal_id"`
+	Scopes      []string   `json:"scopes"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// KeyPage is a page of keys.
+type KeyPage struct {
+	Keys       []Key  `json:"keys"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Me is the caller's principal and key.
+type Me struct {
+	Principal  Principal  `json:"principal"`
+	KeyID      string     `json:"key_id"`
+	Scopes     []string   `json:"scopes"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// AuditEvent is one successful action.
+type AuditEvent struct {
+	ID          string    `json:"id"`
+	Time        time.Time `json:"time"`
+	Namespace   string    `json:"namespace"`
+	PrincipalID string    `json:"principal_id"`
+	KeyID       string    `json:"key_id"`
+	Action      string    `json:"action"`
+	Target      string    `json:"target"`
+	RunID       string    `json:"run_id,omitempty"`
+	Status      int       `json:"status"`
+	IPHash      string    `json:"ip_hash"`
+}
+
+// AuditCounter counts what is not an event (denials, failures, empty
+// claims) per minute, principal, namespace, action and outcome.
+type AuditCounter struct {
+	Minute      time.Time `json:"minute"`
+	PrincipalID string    `json:"principal_id"`
+	Namespace   string    `json:"namespace"`
+	Action      string    `json:"action"`
+	Outcome     string    `json:"outcome"`
+	Count       int64     `json:"count"`
+}
+
+// AuditPage is a page of audit events, with the counters on the first.
+type AuditPage struct {
+	Events     []AuditEvent   `json:"events"`
+	Counters   []AuditCounter `json:"counters"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+}
+
+// AuditFilter selects audit events and counters (the last 24 h).
+type AuditFilter struct {
+	// Namespace and Principal filter the admin audit only.
+	Namespace, Principal string
+	Action, Outcome      string
+	Since                *time.Time
+	Cursor               string
+	Limit                int
+}
+
+// StorageTotals are today's metered storage rows and the allowance.
+type StorageTotals struct {
+	Day         string    `json:"day"`
+	RowsWritten int64     `json:"rows_written"`
+	RowsRead    int64     `json:"rows_read"`
+	ResetAt     time.Time `json:"reset_at"`
+	Allowance   Allowance `json:"allowance"`
+}
+
+// Allowance is a daily storage allowance (0 = unlimited).
+type Allowance struct {
+	RowsWrittenPerDay int64 `json:"rows_written_per_day"`
+	RowsReadPerDay    int64 `json:"rows_read_per_day"`
+}
+
+// Health is a namespace's public health snapshot.
+type Health struct {
+	Status    string        `json:"status"`
+	Namespace string        `json:"namespace"`
+	Time      time.Time     `json:"time"`
+	Queues    []QueueHealth `json:"queues"`
+	Totals    HealthTotals  `json:"totals"`
+}
+
+// HealthTotals sums the queues of Health.
+type HealthTotals struct {
+	Counts        map[string]int `json:"counts"`
+	LiveLeases    int            `json:"live_leases"`
+	ExpiredLeases int            `json:"expired_leases"`
+}
+
+// QueueHealth is one queue's public health.
+type QueueHealth struct {
+	Queue                 string         `json:"queue"`
+	Counts                map[string]int `json:"counts"`
+	LiveLeases            int            `json:"live_leases"`
+	ExpiredLeases         int            `json:"expired_leases"`
+	OldestReadyAgeSeconds *float64       `json:"oldest_ready_age_seconds"`
+}
+
+// Healthz is the liveness answer.
+type Healthz struct {
+	Status string    `json:"status"`
+	Time   time.Time `json:"time"`
+}
+
+// Board is the public board.
+type Board struct {
+	Namespace string                 `json:"namespace"`
+	Time      time.Time              `json:"time"`
+	Health    Health                 `json:"health"`
+	Tasks     map[string][]BoardTask `json:"tasks"`
+	TaskLimit int                    `json:"task_limit"`
+	Buckets   []BoardBucket          `json:"buckets"`
+}
+
+// BoardTask is a public task on the board.
+type BoardTask struct {
+	ID        string    `json:"id"`
+	Queue     string    `json:"queue"`
+	Title     string    `json:"title"`
+	State     string    `json:"state"`
+	Priority  int       `json:"priority"`
+	RunAt     time.Time `json:"run_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// BoardBucket is a public bucket with its record heads.
+type BoardBucket struct {
+	Name    string        `json:"name"`
+	Records []BoardRecord `json:"records"`
+}
+
+// BoardRecord is a record head on the board.
+type BoardRecord struct {
+	Key        string          `json:"key"`
+	Version    int64           `json:"version"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	ValueBytes int             `json:"value_bytes"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	TaskID     string          `json:"task_id,omitempty"`
+}
+
+// ActivityPage is a page of public events, newest first.
+type ActivityPage struct {
+	Events     []ActivityEvent `json:"events"`
+	NextCursor string          `json:"next_cursor,omitempty"`
+}
+
+// ActivityEvent is a redacted public event.
+type ActivityEvent struct {
+	ID      string    `json:"id"`
+	Time    time.Time `json:"time"`
+	Action  string    `json:"action"`
+	Summary string    `json:"summary"`
+	Target  string    `json:"target"`
+	Title   string    `json:"title,omitempty"`
+	RunID   string    `json:"run_id,omitempty"`
+	By      string    `json:"by"`
+	ByKind  string    `json:"by_kind,omitempty"`
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tessera-dev/tessera/client"
+)
+
+// tasksCmd is `tessera tasks enqueue|list|get|cancel|pause|resume|retry`.
+func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	change := func(verb string, fn func(*client.Client, context.Context, string) (*client.Task, error)) func([]string) error {
+		return func(args []string) error {
+			fs := flag.NewFlagSet("tasks "+verb, flag.ContinueOnError)
+			cn := connFlags(fs, stdout, stderr)
+			ids, c, err := cn.parse(fs, args, 1, -1)
+			if err != nil {
+				return err
+			}
+			var tasks []*client.Task
+			for _, id := range ids {
+				t, err := fn(c, ctx, id)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", verb, id, err)
+				}
+				tasks = append(tasks, t)
+			}
+			return cn.print(tasks, func(w *tabwriter.Writer) {
+				for _, t := range tasks {
+					fmt.Fprintf(w, "%s\t%s\n", t.ID, t.State)
+				}
+			})
+		}
+	}
+	return subcommand("tasks", args, map[string]func([]string) error{
+		"enqueue": func(args []string) error { return tasksEnqueue(ctx, args, stdin, stdout, stderr) },
+		"list":    func(args []string) error { return tasksList(ctx, args, stdout, stderr) },
+		"get":     func(args []string) error { return tasksGet(ctx, args, stdout, stderr) },
+		"cancel":  change("cancel", (*client.Client).CancelTask),
+		"pause":   change("pause", (*client.Client).PauseTask),
+		"resume":  change("resume", (*client.Client).ResumeTask),
+		"retry":   change("retry", (*client.Client).RetryTask),
+	}, stderr)
+}
+
+func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tasks enqueue", flag.ContinueOnError)
+	cn := connFlags(fs, stdout, stderr)
+	var req client.EnqueueRequest
+	var labels stringsFlag
+	fs.StringVar(&req.Title, "title", "", "title (required)")
+	fs.StringVar(&req.Queue, "queue", "default", "queue")
+	fs.StringVar(&req.Brief, "brief", "", "instructions for the worker")
+	payload := fs.String("payload", "", "payload: JSON, @FILE, or - for stdin")
+	fs.Var(&labels, "label", "label (repeat, or comma-separated)")
+	fs.IntVar(&req.Priority, "priority", 0, "priority: higher is claimed first")
+	fs.BoolVar(&req.Public, "public", false, "show the task on the board")
+	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default 3)")
+	runAt := fs.String("run-at", "", "RFC 3339 time before which the task is not claimed")
+	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
+	quiet := fs.Bool("q", false, "print only the task id")
+	_, c, err := cn.parse(fs, args, 0, 0)
+	if err != nil {
+		return err
+	}
+	if req.Title == "" {
+		return usagef("tasks enqueue: --title is required")
+	}
+	req.Labels = labels
+	if *payload != "" {
+		p, err := jsonArg("payload", *payload, stdin)
+		if err != nil {
+			return err
+		}
+		req.Payload = p
+	}
+	if *runAt != "" {
+		t, err := time.Parse(time.RFC3339, *runAt)
+		if err != nil {
+			return usagef("--run-at: %v", err)
+		}
+		req.RunAt = &t
+	}
+	t, err := c.Enqueue(ctx, req)
+	if err != nil {
+		return err
+	}
+	if *quiet {
+		_, err := fmt.Fprintln(stdout, t.ID)
+		return err
+	}
+	return cn.print(t, func(w *tabwriter.Writer) { taskRows(w, []client.Task{*t}) })
+}
+
+func taskRows(w *tabwriter.Writer, tasks []client.Task) {
+	fmt.Fprintln(w, "ID\tSTATE\tQUEUE\tATTEMPTS\tUPDATED\tTITLE")
+	for _, t := range tasks {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.State, t.Queue, t.Attempts, t.MaxAttempts,
+			t.UpdatedAt.Format(time.DateTime), t.Title)
+	}
+}
+
+func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
+	cn := connFlags(fs, stdout, stderr)
+	var f client.TaskFilter
+	fs.StringVar(&f.State, "state", "", "only tasks in this state")
+	fs.StringVar(&f.Queue, "queue", "", "only this queue")
+	fs.StringVar(&f.Label, "label", "", "only tasks with this label")
+	fs.IntVar(&f.Limit, "limit", 0, "tasks per page (1–200, default 50)")
+	fs.StringVar(&f.Cursor, "cursor", "", "the page after this cursor")
+	_, c, err := cn.parse(fs, args, 0, 0)
+	if err != nil {
+		return err
+	}
+	page, err := c.ListTasks(ctx, f)
+	if err != nil {
+		return err
+	}
+	cn.more(page.NextCursor)
+	return cn.print(page, func(w *tabwriter.Writer) { taskRows(w, page.Tasks) })
+}
+
+func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tasks get", flag.ContinueOnError)
+	cn := connFlags(fs, stdout, stderr)
+	ids, c, err := cn.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	t, err := c.GetTask(ctx, ids[0])
+	if err != nil {
+		return err
+	}
+	return cn.print(t, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "id\t%s\nnamespace\t%s\nqueue\t%s\ntitle\t%s\nstate\t%s\nattempts\t%d of %d\npriority\t%d\npublic\t%t\nlabels\t%s\nrun_at\t%s\n",
+			t.ID, t.Namespace, t.Queue, t.Title, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.Public,
+			orDash(strings.Join(t.Labels, ",")), t.RunAt.Format(time.RFC3339))
+		for _, kv := range [][2]string{{"payload", string(t.Payload)}, {"progress", string(t.Progress)}, {"result", string(t.Result)}, {"error", t.Error}} {
+			if kv[1] != "" && kv[1] != "null" {
+				fmt.Fprintf(w, "%s\t%s\n", kv[0], oneLine(kv[1], 200))
+			}
+		}
+		if t.CancelRequested {
+			fmt.Fprintln(w, "cancel\trequested")
+		}
+		if len(t.Runs) > 0 {
+			fmt.Fprintln(w, "\nRUN\tATTEMPT\tHOLDER\tSTARTED\tOUTCOME")
+			for _, r := range t.Runs {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", r.ID, r.Attempt, r.Holder, r.StartedAt.Format(time.DateTime), orDash(r.Outcome))
+			}
+		}
+	})
+}
+
+// oneLine shortens s to one line of at most n characters, for tables.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// countsCmd is `tessera counts`: tasks by queue and state.
+func countsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("counts", flag.ContinueOnError)
+	cn := connFlags(fs, stdout, stderr)
+	_, c, err := cn.parse(fs, args, 0, 0)
+	if err != nil {
+		return err
+	}
+	counts, err := c.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	states := []string{client.StateScheduled, client.StateReady, client.StateLeased, client.StatePaused, client.StateSucceeded, client.StateDead, client.StateCanceled}
+	queues := make([]string, 0, len(counts))
+	for q := range counts {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	return cn.print(map[string]any{"queues": counts}, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "QUEUE\t"+strings.ToUpper(strings.Join(states, "\t")))
+		for _, q := range queues {
+			fmt.Fprint(w, q)
+			for _, s := range states {
+				fmt.Fprintf(w, "\t%d", counts[q][s])
+			}
+			fmt.Fprintln(w)
+		}
+	})
+}

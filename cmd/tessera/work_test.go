@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/testserver"
+)
+
+// SIGTERM to `tessera work` (the real binary) while commands run: it
+// stops claiming, lets the command that finishes within --drain submit,
+// stops the one that does not and releases its task, and exits 0. No task
+// is left leased and no command outlives it.
+func TestWorkDrainsOnSIGTERM(t *testing.T) {
+	bin := buildTessera(t)
+	srv := testserver.Start(t, testserver.Options{})
+	ctx := context.Background()
+	c, err := client.New(srv.URL, client.WithKey(testserver.AdminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "work", Title: "quick", Payload: 1, Priority: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "work", Title: "slow", Payload: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command(bin, "work", "--queue", "work", "--concurrency", "2", "--drain", "3s", "--grace", "300ms", "--lease", "60s",
+		"--", "sh", "-c", `read -r d; echo $$ >> "$PIDS"; sleep "$d"; echo '{"slept":'"$d"'}'`)
+	cmd.Env = cleanEnv("TESSERA_URL="+srv.URL, "TESSERA_KEY="+testserver.AdminKey, "PIDS="+pids)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var started []int
+	deadline := time.Now().Add(15 * time.Second)
+	for len(started) < 2 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the two commands did not start; runner said:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+		b, _ := os.ReadFile(pids)
+		started = started[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				started = append(started, pid)
+			}
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("tessera work exited with %v after SIGTERM:\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("tessera work did not exit after SIGTERM:\n%s", stderr.String())
+	}
+	for _, pid := range started {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("command pid %d outlived the runner", pid)
+		}
+	}
+	if got, err := c.GetTask(ctx, quick.ID); err != nil || got.State != client.StateSucceeded || string(got.Result) != `{"slept":1}` {
+		t.Fatalf("the quick task: %+v, %v", got, err)
+	}
+	got, err := c.GetTask(ctx, slow.ID)
+	if err != nil || got.State != client.StateReady || got.Attempts != 0 || got.Runs[0].Outcome != "released" {
+		t.Fatalf("the slow task: %+v, %v", got, err)
+	}
+	counts, err := c.Counts(ctx)
+	if err != nil || counts["work"]["leased"] != 0 {
+		t.Fatalf("left leased: %v, %v", counts, err)
+	}
+}

@@ -1,0 +1,122 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/core"
+)
+
+// scrape reads GET /metrics and returns its samples by "name{labels}" as
+// printed, and the body.
+func (s *testServer) scrape() (map[string]float64, []byte) {
+	s.t.Helper()
+	r := s.must(200, "GET", "/metrics", adminKey, nil)
+	samples := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(r.Body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			s.t.Fatalf("metric line %q: %v", line, err)
+		}
+		samples[line[:i]] = v
+	}
+	return samples, r.Body
+}
+
+// After a known workload the metrics say what /v1/health says of queue q
+// (every task there is public; the one private task counts only here), what the requests and runs were, and pass promtool's
+// check of the exposition format.
+func TestMetricsAfterAKnownWorkload(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool checks the exposition format (.ci/run installs it: apt-get install prometheus): %v", err)
+	}
+	s := newTestServer(t)
+	for i := range 5 {
+		fields := map[string]any{"queue": "q", "public": true, "title": "t" + strconv.Itoa(i)}
+		if i == 1 {
+			fields["max_attempts"] = 1
+		}
+		s.enqueue("main", adminKey, fields)
+	}
+	// A private task: the metrics count it, public health does not.
+	s.enqueue("main", adminKey, map[string]any{"queue": "private"})
+	claimFor := func(lease int) claimed {
+		var c claimed
+		s.must(200, "POST", "/v1/claims", adminKey, map[string]any{"queue": "q", "lease_seconds": lease}).decode(t, &c)
+		return c
+	}
+	s.submit("main", adminKey, claimFor(60), "succeeded") // t0
+	s.submit("main", adminKey, claimFor(60), "failed")    // t1: its only attempt, so dead
+	claimFor(60)                                          // t2: held
+	claimFor(10)                                          // t3: lapses below
+	s.Clock.Advance(11 * time.Second)                     // t4 has waited 11 s
+
+	var health core.Health
+	s.must(200, "GET", "/v1/health", "", nil).decode(t, &health)
+	m, body := s.scrape()
+	if len(health.Queues) != 1 {
+		t.Fatalf("public health shows %d queues, want only q", len(health.Queues))
+	}
+	q := health.Queues[0]
+	for name, want := range map[string]float64{
+		`tessera_queue_tasks{namespace="main",queue="q",state="ready"}`:            float64(q.Counts["ready"]),
+		`tessera_queue_tasks{namespace="main",queue="q",state="leased"}`:           float64(q.Counts["leased"]),
+		`tessera_queue_tasks{namespace="main",queue="q",state="succeeded"}`:        float64(q.Counts["succeeded"]),
+		`tessera_queue_tasks{namespace="main",queue="q",state="dead"}`:             float64(q.Counts["dead"]),
+		`tessera_queue_leases{namespace="main",queue="q",state="live"}`:            float64(q.LiveLeases),
+		`tessera_queue_leases{namespace="main",queue="q",state="expired"}`:         float64(q.ExpiredLeases),
+		`tessera_queue_oldest_ready_age_seconds{namespace="main",queue="q"}`:       *q.OldestReadyAgeSeconds,
+		`tessera_runs_ended_total{namespace="main",outcome="succeeded",queue="q"}`: 1,
+		`tessera_runs_ended_total{namespace="main",outcome="failed",queue="q"}`:    1,
+		`tessera_tasks_dead_total{namespace="main",outcome="failed",queue="q"}`:    1,
+		`tessera_http_requests_total{route="POST /tasks",status="201"}`:            6,
+		`tessera_http_request_duration_seconds_count{route="POST /tasks"}`:         6,
+		`tessera_claim_wait_seconds_count{outcome="granted"}`:                      4,
+		`tessera_storage_allowance_rows{kind="written"}`:                           0,
+		`tessera_queue_metrics_error`:                                              0,
+		`tessera_queue_tasks{namespace="main",queue="private",state="ready"}`:      1,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %t), want %v", name, got, ok, want)
+		}
+	}
+	// The health the metrics were held to is the workload's.
+	if q.Counts["ready"] != 1 || q.Counts["leased"] != 2 || q.LiveLeases != 1 || q.ExpiredLeases != 1 || *q.OldestReadyAgeSeconds != 11 {
+		t.Errorf("health after the workload: %+v", q)
+	}
+	if written, _ := s.Meter.Lifetime(); m["tessera_storage_rows_written_total"] != float64(written) {
+		t.Errorf("rows written %v, the meter says %d", m["tessera_storage_rows_written_total"], written)
+	}
+	for _, family := range []string{"go_goroutines", "process_resident_memory_bytes", `tessera_http_request_duration_seconds_bucket{route="POST /tasks",le="+Inf"}`} {
+		if _, ok := m[family]; !ok {
+			t.Errorf("no %s", family)
+		}
+	}
+
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = bytes.NewReader(body)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+
+	// The next claim notices t3's lapse (a run ended lapsed; t3 backs
+	// off) and gets t4; the one after finds nothing ready.
+	claimFor(60)
+	s.must(204, "POST", "/v1/claims", adminKey, map[string]any{"queue": "q"})
+	if m, _ := s.scrape(); m[`tessera_runs_ended_total{namespace="main",outcome="lapsed",queue="q"}`] != 1 || m[`tessera_claim_wait_seconds_count{outcome="empty"}`] != 1 {
+		t.Errorf("after the lapse was noticed: lapsed %v, empty claims %v",
+			m[`tessera_runs_ended_total{namespace="main",outcome="lapsed",queue="q"}`], m[`tessera_claim_wait_seconds_count{outcome="empty"}`])
+	}
+}

@@ -1,0 +1,257 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/runner"
+	"github.com/tessera-dev/tessera/internal/testserver"
+)
+
+// Each test runs the real runner against a real server, with real child
+// processes (sh), and ends by checking that no task is left leased.
+
+type harness struct {
+	t   *testing.T
+	srv *testserver.Server
+	c   *client.Client
+}
+
+func newHarness(t *testing.T) *harness {
+	srv := testserver.Start(t, testserver.Options{})
+	c, err := client.New(srv.URL, client.WithKey(testserver.AdminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, srv: srv, c: c}
+}
+
+func (h *harness) enqueue(payload any, maxAttempts int) *client.Task {
+	h.t.Helper()
+	task, err := h.c.Enqueue(context.Background(), client.EnqueueRequest{Queue: "work", Title: "run it", Payload: payload, MaxAttempts: maxAttempts})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return task
+}
+
+func (h *harness) task(id string) *client.Task {
+	h.t.Helper()
+	task, err := h.c.GetTask(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return task
+}
+
+// run runs the runner over script until it ran n tasks, or until stop is
+// closed; it returns what the commands wrote to stderr.
+func (h *harness) run(n int, script string, stop <-chan struct{}) string {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var stderr bytes.Buffer
+	err := runner.Run(ctx, runner.Config{Client: h.c, Queue: "work", Concurrency: 2, LeaseSeconds: 60, MaxTasks: n,
+		Drain: 5 * time.Second, Grace: 300 * time.Millisecond, Command: []string{"sh", "-c", script}, Stderr: &stderr})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return stderr.String()
+}
+
+func (h *harness) noneLeased() {
+	h.t.Helper()
+	counts, err := h.c.Counts(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for q, states := range counts {
+		if states["leased"] != 0 {
+			h.t.Errorf("queue %s: %d tasks left leased", q, states["leased"])
+		}
+	}
+}
+
+// Exit 0 with one JSON value on stdout: succeeded with that value as the
+// result. The payload arrives on stdin, the task's ids in the environment.
+func TestACommandThatSucceeds(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(map[string]int{"n": 41}, 0)
+	h.run(1, `read -r p; printf '{"payload":%s,"task":"%s","run":"%s","ns":"%s","queue":"%s","attempt":%s}\n' "$p" "$TESSERA_TASK_ID" "$TESSERA_RUN_ID" "$TESSERA_NAMESPACE" "$TESSERA_QUEUE" "$TESSERA_ATTEMPT"`, nil)
+
+	got := h.task(task.ID)
+	if got.State != client.StateSucceeded {
+		t.Fatalf("state %s (error %q)", got.State, got.Error)
+	}
+	want := `{"payload":{"n":41},"task":"` + task.ID + `","run":"` + got.Runs[0].ID + `","ns":"main","queue":"work","attempt":1}`
+	if string(got.Result) != want {
+		t.Fatalf("result %s\nwant   %s", got.Result, want)
+	}
+	h.noneLeased()
+}
+
+// Non-zero exit: failed, with the tail of stderr as the error.
+func TestACommandThatFails(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 1)
+	stderr := h.run(1, `echo "checking input" >&2; echo "no such document" >&2; exit 3`, nil)
+	got := h.task(task.ID)
+	if got.State != client.StateDead || got.Error != "checking input\nno such document" || got.Runs[0].Outcome != client.OutcomeFailed {
+		t.Fatalf("task %s, error %q, runs %+v", got.State, got.Error, got.Runs)
+	}
+	if !strings.Contains(stderr, "no such document") {
+		t.Fatalf("stderr was not passed on: %q", stderr)
+	}
+	h.noneLeased()
+}
+
+// Stdout that is not one JSON value: the result carries its start and a
+// ref to a blob of all of it, bound to the run.
+func TestACommandThatPrintsText(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	h.run(1, `echo "hello"; echo "world"`, nil)
+	got := h.task(task.ID)
+	var res struct {
+		Stdout string `json:"stdout"`
+		Bytes  int    `json:"stdout_bytes"`
+		Ref    string `json:"stdout_ref"`
+	}
+	if err := json.Unmarshal(got.Result, &res); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("task %s, result %s: %v", got.State, got.Result, err)
+	}
+	if res.Stdout != "hello\nworld\n" || res.Bytes != 12 || !strings.HasPrefix(res.Ref, "sha256:") {
+		t.Fatalf("result %+v", res)
+	}
+	var blob bytes.Buffer
+	if _, err := h.c.GetBlob(context.Background(), res.Ref, &blob); err != nil || blob.String() != "hello\nworld\n" {
+		t.Fatalf("blob %q: %v", blob.String(), err)
+	}
+	meta, err := h.c.BlobMeta(context.Background(), res.Ref)
+	if err != nil || meta.RunID != got.Runs[0].ID || meta.TaskID != task.ID {
+		t.Fatalf("blob meta %+v: %v", meta, err)
+	}
+	h.noneLeased()
+}
+
+// Lines {"progress": …} on file descriptor 3 are sent as heartbeat
+// progress.
+func TestProgressOnFD3(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	h.run(1, `echo '{"progress":{"pct":50}}' >&3; echo 'not progress' >&3; sleep 1; echo '{}'`, nil)
+	if got := h.task(task.ID); string(got.Progress) != `{"pct":50}` || got.State != client.StateSucceeded {
+		t.Fatalf("task %s, progress %s", got.State, got.Progress)
+	}
+	h.noneLeased()
+}
+
+// waitForFile returns a file's contents once the command wrote it.
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never wrote %s", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// A cancel while the command runs: SIGTERM to its process group, the task
+// canceled. A command that ignores SIGTERM is killed after the grace.
+func TestACanceledCommandIsStopped(t *testing.T) {
+	for name, script := range map[string]string{
+		"stops on SIGTERM": `echo $$ > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; sleep 30`,
+		"ignores SIGTERM":  `trap '' TERM; echo $$ > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; sleep 30 & wait; sleep 30`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			task := h.enqueue(nil, 0)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			t.Setenv("PIDFILE", pidFile)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.run(1, script, nil)
+			}()
+			pid, err := strconv.Atoi(waitForFile(t, pidFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := h.c.CancelTask(context.Background(), task.ID); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the runner did not finish after the cancel")
+			}
+			if alive(pid) {
+				t.Fatalf("the command (pid %d) outlived the cancel", pid)
+			}
+			if name == "ignores SIGTERM" && time.Since(start) < 300*time.Millisecond {
+				t.Fatalf("killed after %v, before the grace of 300ms", time.Since(start))
+			}
+			got := h.task(task.ID)
+			if got.State != client.StateCanceled || got.Runs[0].Outcome != "canceled" {
+				t.Fatalf("task %s, runs %+v", got.State, got.Runs)
+			}
+			h.noneLeased()
+		})
+	}
+}
+
+// A key that may not write blobs still finishes the task: the result
+// keeps the start of stdout and says why the rest was not kept.
+func TestTextOutputWithoutTheWriteScope(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	ctx := context.Background()
+	p, err := h.c.CreatePrincipal(ctx, client.PrincipalRequest{Kind: "agent", DisplayName: "claims only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := h.c.CreateKey(ctx, client.KeyRequest{PrincipalID: p.ID, Scopes: []string{"namespace:main", "claim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.c, err = client.New(h.srv.URL, client.WithKey(k.Secret)); err != nil {
+		t.Fatal(err)
+	}
+	h.run(1, `echo plain text`, nil)
+	if h.c, err = client.New(h.srv.URL, client.WithKey(testserver.AdminKey)); err != nil {
+		t.Fatal(err)
+	}
+	got := h.task(task.ID)
+	var res map[string]any
+	if err := json.Unmarshal(got.Result, &res); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("task %s, result %s", got.State, got.Result)
+	}
+	if res["stdout"] != "plain text\n" || res["stdout_ref"] != nil || !strings.Contains(res["stdout_blob_error"].(string), "forbidden") {
+		t.Fatalf("result %v", res)
+	}
+	h.noneLeased()
+}

@@ -156,20 +156,29 @@ func (s *Service) auditedCreate(ctx context.Context, a *auth.Actor, ns, action s
 	return s.act(ctx, a, ns, action, true, fn)
 }
 
-// auditedRead is audited for reads. With --audit-reads=counted a read runs
-// in a read transaction and is counted instead: keyed reads then work while
-// storage refuses writes, at the price of no per-read event.
+// auditedRead is audited for reads: fn runs in a read transaction on the
+// reader pool, never holding the writer, and its event is written after
+// it, in the next write batch (store group commit) — still one event per
+// successful read, still refused (503) while storage refuses writes. With
+// --audit-reads=counted the read is counted instead: keyed reads then work
+// while storage refuses writes, at the price of no per-read event.
 func (s *Service) auditedRead(ctx context.Context, a *auth.Actor, ns, action string, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {
-	if !s.cfg.CountReads {
-		return s.act(ctx, a, ns, action, false, fn)
-	}
-	ev := &tessera.AuditEvent{}
-	if err := s.store.View(ctx, func(tx store.Tx) error { return fn(tx, ev) }); err != nil {
+	var read tessera.AuditEvent
+	if err := s.store.View(ctx, func(tx store.Tx) error {
+		read = tessera.AuditEvent{Status: 200}
+		return fn(tx, &read)
+	}); err != nil {
 		return err
 	}
-	s.Count(a.Principal.ID, ns, action, "ok")
-	s.observe(ctx, a, ns, s.clock.Now())
-	return nil
+	if s.cfg.CountReads {
+		s.Count(a.Principal.ID, ns, action, "ok")
+		s.observe(ctx, a, ns, s.clock.Now())
+		return nil
+	}
+	return s.act(ctx, a, ns, action, false, func(_ store.Tx, ev *tessera.AuditEvent) error {
+		ev.Target, ev.RunID, ev.Public, ev.Status = read.Target, read.RunID, read.Public, read.Status
+		return nil
+	})
 }
 
 func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, creates bool, fn func(tx store.Tx, ev *tessera.AuditEvent) error) error {

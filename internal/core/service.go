@@ -118,6 +118,17 @@ func (s *Service) Close() {
 	<-s.stopped
 }
 
+// StoreCommits reports how many write transactions the store committed —
+// each one fsync — when the backend counts them (SQLite's group commit
+// does).
+func (s *Service) StoreCommits() (int64, bool) {
+	c, ok := s.store.(watchedStore).Store.(interface{ Commits() int64 })
+	if !ok {
+		return 0, false
+	}
+	return c.Commits(), true
+}
+
 // Config returns the configuration the service runs with.
 func (s *Service) Config() Config { return s.cfg }
 

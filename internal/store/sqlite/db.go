@@ -3,9 +3,10 @@
 // place that meters rows (preupdate hook, rows stepped, full-scan steps)
 // and enforces the storage allowance.
 //
-// Writes go through a single connection, one transaction at a time. SQLite
-// has one writer anyway; serializing in process avoids busy retries, and it
-// is why this backend needs no row locks: a claim's single UPDATE picks and
+// Writes go through a single connection, owned by one goroutine that
+// commits the transactions queued for it together (commit.go). SQLite has
+// one writer anyway; serializing in process avoids busy retries, and it is
+// why this backend needs no row locks: a claim's single UPDATE picks and
 // leases its task with no other writer in between. The seam's conditional
 // writes (store.ErrStale) therefore never fail here; they are for backends
 // with concurrent writers. Reads use a small pool of query-only
@@ -24,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ncruces/go-sqlite3"
 
@@ -40,9 +42,17 @@ const readers = 4
 type DB struct {
 	meter *meter.Meter
 
-	wmu    sync.Mutex
-	writer *conn
-	closed bool
+	// writer is the committer's own connection once Open returns.
+	writer  *conn
+	writes  chan *writeReq
+	stop    chan struct{}
+	stopped chan struct{}
+	started bool // the committer runs
+	once    sync.Once
+	// opened counts the reader connections made.
+	opened int
+	// commits counts committed write transactions (commit.go).
+	commits atomic.Int64
 
 	readers chan *conn
 	// indexes is each table's secondary indexes as the meter sees them:
@@ -67,7 +77,8 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 			return nil, err
 		}
 	}
-	db := &DB{meter: m, readers: make(chan *conn, readers)}
+	db := &DB{meter: m, readers: make(chan *conn, readers), writes: make(chan *writeReq, maxBatch),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	var err error
 	db.writer, err = openConn(path, false)
 	if err != nil {
@@ -86,6 +97,7 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 		}
 		c.guard = db.guard
 		db.readers <- c
+		db.opened++
 	}
 	if db.indexes, err = readIndexes(db.writer.c); err != nil {
 		db.Close()
@@ -93,19 +105,27 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 	}
 	db.writer.indexes = db.indexes
 	db.writer.c.PreUpdateHook(db.writer.countWrite)
+	db.started = true
+	go db.commitLoop()
 	return db, nil
 }
 
-// Close closes every connection. In-flight transactions finish first.
+// Close closes every connection. The batch being committed finishes first;
+// writes still queued are answered with an error.
 func (db *DB) Close() error {
-	db.wmu.Lock()
-	defer db.wmu.Unlock()
-	if db.closed {
-		return nil
+	var err error
+	db.once.Do(func() { err = db.shutdown() })
+	return err
+}
+
+func (db *DB) shutdown() error {
+	close(db.stop)
+	if db.started {
+		<-db.stopped
 	}
-	db.closed = true
 	err := db.writer.close()
-	for range readers {
+	// Readers in use are waited for: their transactions finish first.
+	for range db.opened {
 		if c := <-db.readers; c != nil {
 			err = errors.Join(err, c.close())
 		}
@@ -117,52 +137,26 @@ func (db *DB) Close() error {
 // one node: a committed transaction's topics go straight to it.
 func (db *DB) Listen(fn func(topic string)) { db.listen = fn }
 
-// Update runs fn in a write transaction (BEGIN IMMEDIATE), again if fn asks
-// for a retry (store.ErrRetry), and delivers the transaction's topics once
-// it committed.
+// Update runs fn in a write transaction — its own, or a savepoint of a
+// batch committed together with the writes queued beside it — again if fn
+// asks for a retry (store.ErrRetry), and delivers the transaction's topics
+// once it committed. A panic in fn rolls back its writes and is raised
+// again here.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
-	var topics []string
-	err := store.Retry(ctx, func() (err error) {
-		topics, err = db.updateOnce(ctx, fn)
-		return err
+	var res writeResult
+	err := store.Retry(ctx, func() error {
+		res = db.submit(&writeReq{ctx: ctx, fn: fn})
+		if res.panicked != nil {
+			panic(res.panicked)
+		}
+		return res.err
 	})
 	if err == nil && db.listen != nil {
-		for _, t := range topics {
+		for _, t := range res.topics {
 			db.listen(t)
 		}
 	}
 	return err
-}
-
-func (db *DB) updateOnce(ctx context.Context, fn func(store.Tx) error) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	db.wmu.Lock()
-	defer db.wmu.Unlock()
-	if db.closed {
-		return nil, errors.New("sqlite: store closed")
-	}
-	c := db.writer
-	c.reset()
-	refusing := db.meter.WriteRefusal() != nil
-	if err := c.queryOnly(refusing); err != nil {
-		return nil, err
-	}
-	// Under query_only SQLite will not take the write lock, and nothing
-	// may write anyway: a plain BEGIN lets the reads through.
-	begin := "BEGIN IMMEDIATE"
-	if refusing {
-		begin = "BEGIN"
-	}
-	t := &tx{c: c}
-	err := c.transact(ctx, begin, func() error { return fn(t) })
-	written := c.rowsWritten
-	if err != nil {
-		written = 0
-	}
-	db.meter.Add(ctx, written, c.rowsRead)
-	return t.topics, err
 }
 
 // View runs fn in a read transaction on a pooled query-only connection.

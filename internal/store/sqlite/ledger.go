@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/ncruces/go-sqlite3"
@@ -44,27 +43,25 @@ func (db *DB) LedgerSetAllowance(ctx context.Context, day string, a meter.Allowa
 	})
 }
 
-// bookkeeping runs fn on the writer in a transaction of its own, with
-// query_only lifted for a write and the hook's counts thrown away.
+// bookkeeping runs fn on the writer, through the committer, in a
+// transaction of its own.
 func (db *DB) bookkeeping(ctx context.Context, write bool, fn func(*sqlite3.Conn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	db.wmu.Lock()
-	defer db.wmu.Unlock()
-	if db.closed {
-		return errors.New("sqlite: store closed")
-	}
+	return db.submit(&writeReq{ctx: ctx, book: fn, bookWrite: write}).err
+}
+
+// runBookkeeping is the committer's side of bookkeeping: query_only lifted
+// for a write, and the hook's counts thrown away.
+func (db *DB) runBookkeeping(req *writeReq) error {
 	c := db.writer
 	begin := "BEGIN"
-	if write {
+	if req.bookWrite {
 		if err := c.queryOnly(false); err != nil {
 			return err
 		}
 		begin = "BEGIN IMMEDIATE"
 	}
 	defer c.reset()
-	if err := c.transact(ctx, begin, func() error { return fn(c.c) }); err != nil {
+	if err := c.transact(req.ctx, begin, func() error { return req.book(c.c) }); err != nil {
 		return fmt.Errorf("meter ledger: %w", translate(err))
 	}
 	return nil

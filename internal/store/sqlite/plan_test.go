@@ -310,3 +310,108 @@ var namespaceOnlyRE = regexp.MustCompile(`^SEARCH (\w+) .*\(namespace=\?\)$`)
 // historyTables grow with a namespace's history; a hot path must never
 // walk one by its namespace alone.
 var historyTables = map[string]bool{"tasks": true, "runs": true, "task_events": true, "audit_events": true, "record_versions": true, "task_ready": true}
+
+// writerStats sums the writer's statements' counters, read on the
+// committer's own goroutine.
+func (db *DB) writerStats(t *testing.T) (vmSteps, reprepares int64) {
+	t.Helper()
+	res := db.submit(&writeReq{ctx: context.Background(), book: func(*sqlite3.Conn) error {
+		for _, s := range db.writer.stmts {
+			vmSteps += int64(s.Status(sqlite3.STMTSTATUS_VM_STEP, false))
+			reprepares += int64(s.Status(sqlite3.STMTSTATUS_REPREPARE, false))
+		}
+		return nil
+	}})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	return vmSteps, reprepares
+}
+
+// claimCycleWork runs claim → heartbeat → submit cycles through the core
+// in a queue that already holds history finished tasks, and returns the
+// engine's work for the cycles (VM steps on the writer) and the rows the
+// meter counted as read.
+func claimCycleWork(t *testing.T, history int) (steps, rowsRead, reprepares int64) {
+	t.Helper()
+	ctx := context.Background()
+	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	m := meter.New(clock)
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := clock.Now()
+	if err := db.Update(ctx, func(tx store.Tx) error {
+		for i := range history {
+			task := &tessera.Task{Namespace: "main", ID: fmt.Sprintf("00H%08d", i), Queue: "q", Title: "old", Labels: []string{},
+				MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "p", CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
+			if err := tx.TaskInsert(ctx, task); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	authn := auth.NewAuthenticator(db, clock, time.Hour)
+	svc := core.New(db, authn, m, clock, core.DefaultConfig())
+	defer svc.Close()
+	key, err := core.CreateAdminKey(ctx, db, clock, "", "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := authn.Authenticate(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cycle := func() {
+		// Time moves, as it does for a server: every bound "now" differs.
+		clock.Advance(time.Millisecond)
+		_, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "t", Queue: "q"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "q"})
+		if err != nil || c.Lease == nil {
+			t.Fatalf("claim: %+v, %v", c, err)
+		}
+		if _, err := svc.Heartbeat(ctx, a, "main", c.Task.ID, core.HeartbeatParams{LeaseToken: c.Lease.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Submit(ctx, a, "main", c.Task.ID, core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		cycle() // warm: statements prepared, the day's salt made
+	}
+	steps0, reprep0 := db.writerStats(t)
+	_, read0 := m.Lifetime()
+	for range 20 {
+		cycle()
+	}
+	steps1, reprep1 := db.writerStats(t)
+	_, read1 := m.Lifetime()
+	return steps1 - steps0, read1 - read0, reprep1 - reprep0
+}
+
+// Issue 12: a claim's cost does not grow with the namespace's history. The
+// engine's work for claim → heartbeat → submit cycles — and the rows the
+// meter counts as read — is the same beside 20,000 finished tasks as
+// beside 200 (the lapse check once walked them all), and no statement of
+// the path is prepared again once warm (bindings used to be cleared after
+// each run, and SQLite prepared the lapse check anew every claim). This driver's SQLite has no scan status, so the meter cannot
+// count rows an index walk visits; VM steps can, and are held here.
+func TestClaimWorkDoesNotGrowWithHistory(t *testing.T) {
+	smallSteps, smallRead, smallReprep := claimCycleWork(t, 200)
+	largeSteps, largeRead, largeReprep := claimCycleWork(t, 20000)
+	t.Logf("20 cycles: %d VM steps and %d rows read beside 200 finished tasks, %d and %d beside 20,000", smallSteps, smallRead, largeSteps, largeRead)
+	if smallSteps != largeSteps || smallRead != largeRead {
+		t.Errorf("claim work grew with history: %d VM steps, %d rows read at 200; %d, %d at 20,000", smallSteps, smallRead, largeSteps, largeRead)
+	}
+	if smallReprep != 0 || largeReprep != 0 {
+		t.Errorf("statements were prepared again: %d and %d times", smallReprep, largeReprep)
+	}
+}

@@ -39,3 +39,12 @@ func TestConformance(t *testing.T) {
 		return openDB(t, pgtest.Schema(t), newMeter())
 	})
 }
+
+// Two nodes on one schema hear each other's notifications and share the
+// meter's ledger.
+func TestNodes(t *testing.T) {
+	storetest.RunNodes(t, func(t *testing.T) (store.Store, store.Store) {
+		url := pgtest.Schema(t)
+		return openDB(t, url, newMeter()), openDB(t, url, newMeter())
+	})
+}

@@ -187,7 +187,17 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	case refusing:
 		begin = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 	}
-	if _, err := conn.Exec(ctx, begin); err != nil {
+	// The meter's counters are read at the start and again at the end:
+	// PostgreSQL 15's per-transaction counters also hold the connection's
+	// earlier transactions until it reports them (when idle, at most once a
+	// second), so a transaction's rows are the difference. No report can
+	// fall between the two: the connection is never idle in a transaction.
+	var start counts
+	b := &pgx.Batch{}
+	b.Queue(begin)
+	b.Queue(db.statsSQL).QueryRow(start.scan)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(conn.Conn())
 		return nil, translate(fmt.Errorf("postgres: begin: %w", err), refusing, db.meter)
 	}
 	t := &tx{db: db, c: conn.Conn(), readOnly: view || refusing, refusing: refusing}
@@ -198,18 +208,22 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 		}
 	}()
 	if err := fn(t); err != nil {
-		db.countFailed(ctx, conn.Conn())
-		done = true
+		db.countFailed(ctx, conn.Conn(), start)
 		return nil, err
 	}
-	written, read, err := db.commit(ctx, conn.Conn(), t.topics)
+	end, err := db.commit(ctx, conn.Conn(), t.topics)
 	done = true
 	if err != nil {
 		return nil, translate(fmt.Errorf("postgres: commit: %w", err), refusing, db.meter)
 	}
-	db.meter.Add(ctx, written, read)
+	db.meter.Add(ctx, end.written-start.written, end.read-start.read)
 	return t.topics, nil
 }
+
+// counts are the meter's counters of a connection (readStatsSQL).
+type counts struct{ written, read int64 }
+
+func (c *counts) scan(r pgx.Row) error { return r.Scan(&c.written, &c.read) }
 
 // rollback ends a transaction that will not commit. A connection it cannot
 // roll back is closed, and the pool drops it.
@@ -221,33 +235,35 @@ func rollback(c *pgx.Conn) {
 	}
 }
 
-// commit sends the transaction's notifications, reads its row counts and
-// commits, in one round trip. A failed COMMIT rolls back by itself.
-func (db *DB) commit(ctx context.Context, c *pgx.Conn, topics []string) (written, read int64, err error) {
+// commit sends the transaction's notifications, reads the meter's
+// counters and commits, in one round trip. A failed COMMIT rolls back by
+// itself.
+func (db *DB) commit(ctx context.Context, c *pgx.Conn, topics []string) (counts, error) {
+	var end counts
 	b := &pgx.Batch{}
 	for _, payload := range db.payloads(topics) {
 		b.Queue(`SELECT pg_notify($1, $2)`, db.channel, payload)
 	}
-	b.Queue(db.statsSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&written, &read) })
+	b.Queue(db.statsSQL).QueryRow(end.scan)
 	b.Queue("COMMIT")
 	if err := c.SendBatch(ctx, b).Close(); err != nil {
 		rollback(c)
-		return 0, 0, err
+		return end, err
 	}
-	return written, read, nil
+	return end, nil
 }
 
 // countFailed meters the rows a transaction that will roll back has read,
 // when it can still say (its function failed with an error of its own, not
 // a statement's); rows it wrote are undone and cost nothing. The caller
 // rolls back.
-func (db *DB) countFailed(ctx context.Context, c *pgx.Conn) {
+func (db *DB) countFailed(ctx context.Context, c *pgx.Conn, start counts) {
 	if c.PgConn().TxStatus() != 'T' {
-		return // aborted by a failed statement: the counts are out of reach
+		return // aborted by a failed statement: the counters are out of reach
 	}
-	var written, read int64
-	if c.QueryRow(ctx, db.statsSQL).Scan(&written, &read) == nil {
-		db.meter.Add(ctx, 0, read)
+	var end counts
+	if end.scan(c.QueryRow(ctx, db.statsSQL)) == nil {
+		db.meter.Add(ctx, 0, end.read-start.read)
 	}
 }
 

@@ -132,8 +132,9 @@ func readVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 // the transaction's scans visited: seq_tup_read of every table and
 // idx_tup_read of every index (entries returned by index scans, index-only
 // ones included; idx_tup_fetch would miss those). Both come from the
-// counters pg_stat_xact_user_tables is made of, for the current
-// transaction, trigger-written rows included.
+// counters pg_stat_xact_user_tables is made of, trigger-written rows
+// included; a transaction's rows are the difference between a reading at
+// its start and one just before its commit (DB.run says why).
 func readStatsSQL(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	rows, err := pool.Query(ctx, `SELECT c.oid::int8, array(SELECT i.indexrelid::int8 FROM pg_index i WHERE i.indrelid = c.oid ORDER BY 1)
  FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1`)

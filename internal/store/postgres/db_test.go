@@ -307,10 +307,27 @@ func TestMeterCountsRows(t *testing.T) {
 			return tx.TaskEventAppend(ctx, "main", "01A", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: epoch})
 		}, 1 + 2, 2},
 		{"counts", true, func(tx store.Tx) error { _, err := tx.TaskStateCounts(ctx, "main", store.AllTasks); return err }, 0, 2},
+		// Three finished tasks, a statement each: 'all' is counted up in
+		// place (HOT, 1 each), succeeded is a new row the first time (2),
+		// in place after; each count row found through its key is a read.
+		{"finished inserts", false, func(tx store.Tx) error {
+			for _, id := range []string{"01F1", "01F2", "01F3"} {
+				f := task(id)
+				f.State, f.FinishedAt = tessera.StateSucceeded, &epoch
+				if err := tx.TaskInsert(ctx, f); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, 3*5 + 3*1 + 2 + 2*1, 1 + 2 + 2},
+		// The purge deletes the three in one statement: the tasks with
+		// their entries, and each of the two counts updated once (HOT), not
+		// once per task. (Its reads depend on the plans for tiny tables.)
+		{"purge", false, func(tx store.Tx) error { _, err := tx.TasksFinishedPurge(ctx, epoch.Add(time.Second), 10); return err }, 3*5 + 2, -1},
 	}
 	for _, c := range cases {
 		w, r := delta(c.view, c.fn)
-		if w != c.written || r != c.read {
+		if w != c.written || r != c.read && c.read >= 0 {
 			t.Errorf("%s: written %d read %d, want %d, %d", c.name, w, r, c.written, c.read)
 		}
 	}

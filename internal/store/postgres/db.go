@@ -82,7 +82,7 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if !strings.Contains(url, "pool_max_conns") {
+	if !strings.Contains(url, "pool_max_conns=") { // in a URL's query or a key=value string alike
 		cfg.MaxConns = DefaultPoolSize
 	}
 	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12)}
@@ -210,6 +210,9 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	if err := fn(t); err != nil {
 		db.countFailed(ctx, conn.Conn(), start)
 		return nil, err
+	}
+	if view {
+		t.topics = nil // a View changed nothing to tell anyone of
 	}
 	end, err := db.commit(ctx, conn.Conn(), t.topics)
 	done = true

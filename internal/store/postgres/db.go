@@ -214,7 +214,7 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	if view {
 		t.topics = nil // a View changed nothing to tell anyone of
 	}
-	end, err := db.commit(ctx, conn.Conn(), t.topics)
+	end, err := db.commit(ctx, conn.Conn(), !t.readOnly, t.topics)
 	done = true
 	if err != nil {
 		return nil, translate(fmt.Errorf("postgres: commit: %w", err), refusing, db.meter)
@@ -238,14 +238,18 @@ func rollback(c *pgx.Conn) {
 	}
 }
 
-// commit sends the transaction's notifications, reads the meter's
-// counters and commits, in one round trip. A failed COMMIT rolls back by
-// itself.
-func (db *DB) commit(ctx context.Context, c *pgx.Conn, topics []string) (counts, error) {
+// commit sends the transaction's notifications, writes the task counts it
+// gathered (migration 0006: deferred triggers, fired here so the meter
+// sees their writes), reads the meter's counters and commits, in one round
+// trip. A failed COMMIT rolls back by itself.
+func (db *DB) commit(ctx context.Context, c *pgx.Conn, writable bool, topics []string) (counts, error) {
 	var end counts
 	b := &pgx.Batch{}
 	for _, payload := range db.payloads(topics) {
 		b.Queue(`SELECT pg_notify($1, $2)`, db.channel, payload)
+	}
+	if writable {
+		b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
 	}
 	b.Queue(db.statsSQL).QueryRow(end.scan)
 	b.Queue("COMMIT")

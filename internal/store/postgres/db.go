@@ -320,17 +320,23 @@ func (t *tx) query(ctx context.Context, sql string, args []any, each func(pgx.Ro
 // one runs a query expected to return at most one row, scanning it into
 // dest; ErrNotFound if there is none.
 func (t *tx) one(ctx context.Context, sql string, args []any, dest ...any) error {
+	_, err := oneRow(ctx, t, sql, args, func(r pgx.Row) (struct{}, error) { return struct{}{}, r.Scan(dest...) })
+	return err
+}
+
+// oneRow is one for a row read by a scan function.
+func oneRow[T any](ctx context.Context, t *tx, sql string, args []any, scan func(pgx.Row) (T, error)) (*T, error) {
 	if err := t.guard(); err != nil {
-		return err
+		return nil, err
 	}
-	err := t.c.QueryRow(ctx, sql, args...).Scan(dest...)
+	v, err := scan(t.c.QueryRow(ctx, sql, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
-		return t.translate(sql, err)
+		return nil, t.translate(sql, err)
 	}
-	return nil
+	return &v, nil
 }
 
 // exec runs one statement and returns how many rows it changed.

@@ -82,19 +82,7 @@ func (t *tx) RecordGet(ctx context.Context, ns, bucket, key string, version int6
  WHERE h.namespace = $1 AND h.bucket = $2 AND h.key = $3`
 		args = args[:3]
 	}
-	var out []tessera.Record
-	err := t.query(ctx, sql, args, func(rows pgx.Rows) error {
-		r, err := scanRecord(rows)
-		out = append(out, r)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &out[0], nil
+	return oneRow(ctx, t, sql, args, scanRecord)
 }
 
 func (t *tx) RecordVersions(ctx context.Context, ns, bucket, key string, before int64, limit int) ([]tessera.Record, error) {
@@ -177,19 +165,7 @@ func (t *tx) BucketPut(ctx context.Context, b *tessera.Bucket) error {
 }
 
 func (t *tx) BucketGet(ctx context.Context, ns, name string) (*tessera.Bucket, error) {
-	var out []tessera.Bucket
-	err := t.query(ctx, `SELECT `+bucketCols+` FROM buckets WHERE namespace = $1 AND name = $2`, []any{ns, name}, func(rows pgx.Rows) error {
-		b, err := scanBucket(rows)
-		out = append(out, b)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &out[0], nil
+	return oneRow(ctx, t, `SELECT `+bucketCols+` FROM buckets WHERE namespace = $1 AND name = $2`, []any{ns, name}, scanBucket)
 }
 
 func (t *tx) BucketList(ctx context.Context, ns, after string, limit int) ([]tessera.Bucket, error) {
@@ -256,19 +232,7 @@ func (t *tx) UploadCreate(ctx context.Context, u *tessera.Upload) error {
 }
 
 func (t *tx) UploadGet(ctx context.Context, ns, id string) (*tessera.Upload, error) {
-	var out []tessera.Upload
-	err := t.query(ctx, `SELECT `+uploadCols+` FROM uploads WHERE namespace = $1 AND id = $2`, []any{ns, id}, func(rows pgx.Rows) error {
-		u, err := scanUpload(rows)
-		out = append(out, u)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, store.ErrNotFound
-	}
-	return &out[0], nil
+	return oneRow(ctx, t, `SELECT `+uploadCols+` FROM uploads WHERE namespace = $1 AND id = $2`, []any{ns, id}, scanUpload)
 }
 
 func (t *tx) UploadDelete(ctx context.Context, ns, id string) error {

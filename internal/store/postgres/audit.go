@@ -222,11 +222,14 @@ func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	if _, err := t.exec(ctx, `DELETE FROM keys WHERE principal_id = ANY($1)`, ids); err != nil {
-		return 0, err
-	}
-	if _, err := t.exec(ctx, `DELETE FROM principal_namespaces WHERE principal_id = ANY($1)`, ids); err != nil {
-		return 0, err
+	for _, sql := range []string{
+		`DELETE FROM keys WHERE principal_id = ANY($1)`,
+		`DELETE FROM principal_namespaces WHERE principal_id = ANY($1)`,
+		`DELETE FROM session_quotas WHERE principal_id = ANY($1)`,
+	} {
+		if _, err := t.exec(ctx, sql, ids); err != nil {
+			return 0, err
+		}
 	}
 	n, err := t.exec(ctx, `DELETE FROM principals WHERE id = ANY($1)`, ids)
 	return int(n), err

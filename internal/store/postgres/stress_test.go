@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,8 +19,7 @@ import (
 // Claimers that lapse each other's leases as they go — every lease expires
 // at once, so each claim first ends up to 32 lapsed ones, through several
 // connections and count shards at once — lease no task twice at a time,
-// lose none to a deadlock (Update retries), and leave the sharded counts
-// equal to the tasks' states.
+// lose no claim, and leave the sharded counts equal to the tasks' states.
 func TestClaimsAndLapsesKeepCounts(t *testing.T) {
 	db := openDB(t, pgtest.Schema(t)+"&pool_max_conns=8", newMeter())
 	ctx := context.Background()
@@ -38,18 +38,13 @@ func TestClaimsAndLapsesKeepCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var clock atomic.Int64 // each claim a millisecond later than the last
-	var mu sync.Mutex
-	holder := map[string]string{} // task → run holding it now
 	var wg sync.WaitGroup
 	for c := range claimers {
 		wg.Go(func() {
 			for r := range rounds {
 				at := now.Add(time.Duration(clock.Add(1)) * time.Millisecond)
-				run := fmt.Sprintf("run-%d-%d", c, r)
-				var lapsed []string
-				var claimed *tessera.Task
+				run := fmt.Sprintf("run-%d-%02d", c, r)
 				err := db.Update(ctx, func(tx store.Tx) error {
-					lapsed, claimed = nil, nil
 					expired, err := tx.TaskLapsed(ctx, "main", "q", at, 32)
 					if err != nil {
 						return err
@@ -61,9 +56,12 @@ func TestClaimsAndLapsesKeepCounts(t *testing.T) {
 						if err := tx.TaskUpdate(ctx, before, after); err != nil {
 							return err // no one else holds a row this transaction locked
 						}
-						lapsed = append(lapsed, before.ID)
+						ended := &tessera.Run{ID: before.Lease.RunID, TaskID: before.ID, EndedAt: &at, Outcome: tessera.OutcomeLapsed}
+						if err := tx.RunEnd(ctx, "main", ended); err != nil {
+							return err
+						}
 					}
-					claimed, err = tx.TaskClaim(ctx, store.TaskClaim{Namespace: "main", Queue: "q", Now: at,
+					_, err = tx.TaskClaim(ctx, store.TaskClaim{Namespace: "main", Queue: "q", Now: at,
 						Lease: tessera.Lease{RunID: run, Holder: "p", ExpiresAt: at, Seconds: 0}})
 					if errors.Is(err, store.ErrNotFound) {
 						return nil
@@ -72,23 +70,48 @@ func TestClaimsAndLapsesKeepCounts(t *testing.T) {
 				})
 				if err != nil {
 					t.Error(err)
-					return
 				}
-				mu.Lock()
-				for _, id := range lapsed {
-					delete(holder, id)
-				}
-				if claimed != nil {
-					if prev, ok := holder[claimed.ID]; ok {
-						t.Errorf("task %s leased to %s while %s held it", claimed.ID, run, prev)
-					}
-					holder[claimed.ID] = run
-				}
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+
+	// A task's runs are numbered by its attempts, one claim each, and
+	// every run but its last was ended (lapsed) before the next claim
+	// could take the task: no two live leases, no lost claim.
+	err = db.View(ctx, func(tx store.Tx) error {
+		for i := range tasks {
+			id := fmt.Sprintf("01T%02d", i)
+			runs, err := tx.RunList(ctx, "main", id)
+			if err != nil {
+				return err
+			}
+			task, err := tx.TaskGet(ctx, "main", id)
+			if err != nil {
+				return err
+			}
+			slices.SortFunc(runs, func(a, b tessera.Run) int { return a.Attempt - b.Attempt })
+			for k, r := range runs {
+				last := k == len(runs)-1
+				if r.Attempt != k+1 {
+					t.Errorf("task %s: run %s is attempt %d, want %d", id, r.ID, r.Attempt, k+1)
+				}
+				if !last && r.EndedAt == nil {
+					t.Errorf("task %s: run %s (attempt %d) was never ended, yet attempt %d was granted", id, r.ID, r.Attempt, r.Attempt+1)
+				}
+				if last && (r.EndedAt == nil) != (task.State == tessera.StateLeased) {
+					t.Errorf("task %s is %s, its last run %s ended at %v", id, task.State, r.ID, r.EndedAt)
+				}
+			}
+			if task.Attempts != len(runs) {
+				t.Errorf("task %s: %d attempts, %d runs", id, task.Attempts, len(runs))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	for _, v := range []store.Visibility{store.AllTasks, store.PublicOnly} {
 		counted := map[string]int{}

@@ -211,14 +211,7 @@ func (t *tx) SaltsPurge(ctx context.Context, beforeDay string) (int, error) {
 }
 
 func (t *tx) PrincipalsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	var ids []string
-	err := t.query(ctx, `SELECT id FROM principals WHERE purge_at IS NOT NULL AND purge_at < $1 ORDER BY purge_at LIMIT $2`,
-		[]any{ms(before), limit}, func(rows pgx.Rows) error {
-			var id string
-			err := rows.Scan(&id)
-			ids = append(ids, id)
-			return err
-		})
+	ids, err := t.SessionsExpired(ctx, before, limit) // the principals due, through the purge index
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}

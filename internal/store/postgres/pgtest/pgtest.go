@@ -1,0 +1,105 @@
+// Package pgtest gives tests a PostgreSQL schema of their own: any
+// package's tests that run against the PostgreSQL store (the store's own,
+// the HTTP suite, several nodes) get a fresh, empty schema per test, so
+// they run in parallel on one server without seeing each other.
+//
+// The server is TESSERA_TEST_POSTGRES (a postgres:// URL), by default the
+// local one CI runs: postgres://postgres@127.0.0.1:5432/test. When it
+// cannot be reached the test is skipped with a message saying how to run
+// it — unless TESSERA_REQUIRE_POSTGRES=1 (CI sets it), when it fails.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultURL is the server the tests use unless TESSERA_TEST_POSTGRES names
+// another.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// URL returns the test server's URL.
+func URL() string {
+	if u := os.Getenv("TESSERA_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// Required reports whether an unreachable server fails the tests instead
+// of skipping them.
+func Required() bool { return os.Getenv("TESSERA_REQUIRE_POSTGRES") == "1" }
+
+// reach remembers the first attempt to reach the server, so a missing
+// server costs one connect timeout per test binary, not one per test.
+var reach struct {
+	once sync.Once
+	err  error
+}
+
+// Schema creates a schema t_<random> on the test server, drops it (with
+// everything in it) when the test ends, and returns the server's URL with
+// search_path set to it: a store opened on that URL lives in the schema.
+// Close stores on it before the test's end (t.Cleanup does: cleanups run
+// last-registered first, so a store opened after Schema closes before the
+// schema is dropped).
+func Schema(t testing.TB) string {
+	t.Helper()
+	base := URL()
+	reach.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err == nil {
+			err = c.Ping(ctx)
+			c.Close(ctx)
+		}
+		reach.err = err
+	})
+	if reach.err != nil {
+		const how = "start it (pg_ctlcluster --skip-systemctl-redirect 15 main start) or point TESSERA_TEST_POSTGRES at another"
+		if Required() {
+			t.Fatalf("PostgreSQL at %s is unreachable (%v) and TESSERA_REQUIRE_POSTGRES=1: %s", base, reach.err, how)
+		}
+		t.Skipf("PostgreSQL at %s is unreachable (%v); to run these tests, %s", base, reach.err, how)
+	}
+	name := "t_" + random()
+	exec(t, base, `CREATE SCHEMA `+pgx.Identifier{name}.Sanitize())
+	t.Cleanup(func() { exec(t, base, `DROP SCHEMA `+pgx.Identifier{name}.Sanitize()+` CASCADE`) })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("TESSERA_TEST_POSTGRES %q is not a URL: %v", base, err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func exec(t testing.TB, url, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		t.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
+
+func random() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

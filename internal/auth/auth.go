@@ -221,6 +221,15 @@ func (a *Authenticator) Touched(principalID string, at time.Time) {
 	a.mu.Unlock()
 }
 
+// ForgetAll drops every cached key: after a stretch in which revocations
+// elsewhere may have gone unheard.
+func (a *Authenticator) ForgetAll() {
+	a.mu.Lock()
+	a.forgets++
+	clear(a.cache)
+	a.mu.Unlock()
+}
+
 // ForgetPrincipal drops every cached key of a principal, so a change of its
 // kind or account is seen by the next request.
 func (a *Authenticator) ForgetPrincipal(id string) {

@@ -224,8 +224,16 @@ func (s *Service) StateChanged(ns string) {
 	sn := &s.snaps
 	sn.mu.Lock()
 	if e := sn.byNS[ns]; e != nil {
-		e.gen++
-		e.health, e.board, e.activity = cached[Health]{}, cached[Board]{}, cached[ActivityPage]{}
+		e.drop()
+	}
+	sn.mu.Unlock()
+}
+
+// dropAll drops every namespace's snapshot.
+func (sn *snapshots) dropAll() {
+	sn.mu.Lock()
+	for _, e := range sn.byNS {
+		e.drop()
 	}
 	sn.mu.Unlock()
 }
@@ -289,6 +297,12 @@ func (c *cached[T]) fresh(gen uint64, now time.Time) *T {
 		return nil
 	}
 	return c.val
+}
+
+// drop makes every part stale. sn.mu held.
+func (e *nsSnapshot) drop() {
+	e.gen++
+	e.health, e.board, e.activity = cached[Health]{}, cached[Board]{}, cached[ActivityPage]{}
 }
 
 func (e *nsSnapshot) idle(now time.Time) bool {

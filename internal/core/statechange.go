@@ -22,7 +22,14 @@ func namespaceTopic(ns string) string    { return "n\x00" + ns }
 // notified is the store's listener: long-poll wake-ups, snapshot drops and
 // forgotten keys, from this node's commits and every other node's alike.
 func (s *Service) notified(topic string) {
-	if topic == "" {
+	if topic == store.TopicGap {
+		// Changes elsewhere may have gone unheard: forget every snapshot
+		// and cached key, which the next request rebuilds.
+		s.snaps.dropAll()
+		s.auth.ForgetAll()
+		return
+	}
+	if len(topic) < 2 {
 		return
 	}
 	name := topic[2:]

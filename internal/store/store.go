@@ -39,6 +39,11 @@ var ErrRetry = errors.New("transaction lost a race; run it again")
 // new row and decides anew.
 var ErrStale = fmt.Errorf("row changed since it was read: %w", ErrRetry)
 
+// TopicGap is delivered to a store's listener when topics may have been
+// missed (a node's connection for them was down): the listener drops
+// whatever caches they keep fresh.
+const TopicGap = "\x00gap"
+
 // MaxAttempts bounds how often Update runs its function.
 const MaxAttempts = 8
 
@@ -58,7 +63,8 @@ type Store interface {
 	View(ctx context.Context, fn func(Tx) error) error
 	// Listen sets the function that receives every topic notified by a
 	// committed transaction (Tx.Notify) on any node of the deployment,
-	// this one included. Set once, before serving.
+	// this one included, and TopicGap after a stretch in which some may
+	// have been missed. Set once, before serving.
 	Listen(fn func(topic string))
 	Close() error
 }

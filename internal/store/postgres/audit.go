@@ -2,26 +2,14 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
-
-// auditNamespaces walks the distinct namespaces of an audit table through
-// its primary key, one index seek per namespace (a loose index scan, which
-// PostgreSQL does not do by itself): reads across namespaces use it
-// instead of scanning the table.
-const auditNamespaces = `WITH RECURSIVE ns(n) AS (
-  SELECT (SELECT min(namespace) FROM %[1]s)
-  UNION ALL
-  SELECT (SELECT min(namespace) FROM %[1]s WHERE namespace > n) FROM ns WHERE n IS NOT NULL)
-`
 
 const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, coalesce(run_id, ''), status, ip_hash, public`
 
@@ -32,52 +20,11 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 	return err
 }
 
-// auditScope picks the primary key an audit read walks — one namespace's,
-// or every namespace's through auditNamespaces — and adds the filters both
-// tables share. It returns the statement's prefix (a WITH clause or ""),
-// its WHERE clause with ? for each argument, and the arguments.
-func auditScope(f store.AuditFilter, table string) (string, string, []any) {
-	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
-	switch {
-	case f.Namespace != "":
-	case f.PrincipalID != "":
-		// A principal's reads visit the namespaces it was seen in, so
-		// their cost does not grow with the namespaces of everyone else.
-		where, args = ` WHERE namespace IN (SELECT namespace FROM principal_namespaces WHERE principal_id = ?)`, []any{f.PrincipalID}
-	default:
-		with, where, args = fmt.Sprintf(auditNamespaces, table), ` WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL)`, nil
-	}
-	if f.PrincipalID != "" {
-		where += ` AND principal_id = ?`
-		args = append(args, f.PrincipalID)
-	}
-	if f.Action != "" {
-		where += ` AND action = ?`
-		args = append(args, f.Action)
-	}
-	return with, where, args
-}
-
-// numbered turns each ? of sql into $1, $2, … in order.
-func numbered(sql string) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range sql {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
 	if f.Outcome != "" && f.Outcome != "ok" {
 		return nil, nil // events are successes only
 	}
-	with, where, args := auditScope(f, "audit_events")
+	with, where, args := sqlschema.AuditScope(f, "audit_events")
 	where += ` AND id >= ?`
 	args = append(args, tessera.IDFloor(f.Since))
 	if f.Before != "" {
@@ -86,7 +33,7 @@ func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.Au
 	}
 	args = append(args, f.Limit)
 	var out []tessera.AuditEvent
-	err := t.query(ctx, numbered(with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`), args, func(rows pgx.Rows) error {
+	err := t.query(ctx, sqlschema.Numbered1(with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`), args, func(rows pgx.Rows) error {
 		var e tessera.AuditEvent
 		var at int64
 		if err := rows.Scan(&e.Namespace, &e.ID, &at, &e.PrincipalID, &e.KeyID, &e.Action, &e.Target, &e.RunID, &e.Status, &e.IPHash, &e.Public); err != nil {
@@ -120,7 +67,7 @@ func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) er
 }
 
 func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.AuditCounter, error) {
-	with, where, args := auditScope(f, "audit_counters")
+	with, where, args := sqlschema.AuditScope(f, "audit_counters")
 	where += ` AND minute >= ?`
 	args = append(args, f.Since.Unix()/60)
 	if f.Outcome != "" {
@@ -129,7 +76,7 @@ func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.
 	}
 	args = append(args, f.Limit)
 	var out []tessera.AuditCounter
-	err := t.query(ctx, numbered(with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
+	err := t.query(ctx, sqlschema.Numbered1(with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
 		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`), args, func(rows pgx.Rows) error {
 		var c tessera.AuditCounter
 		var minute int64
@@ -186,14 +133,14 @@ func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error 
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
+	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
  SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < $1 LIMIT $2)`,
 		tessera.IDFloor(before), limit)
 	return int(n), err
 }
 
 func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
+	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
  SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
  WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < $1 LIMIT $2)`, before.Unix()/60, limit)
 	return int(n), err

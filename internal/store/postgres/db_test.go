@@ -353,7 +353,8 @@ func TestMeterCountsRows(t *testing.T) {
 	}
 }
 
-// The listening connection is made again when it drops, and hears the
+// The listening connection is made again when it drops, tells its
+// listener topics may have been missed (store.TopicGap), and hears the
 // other nodes' notifications from then on.
 func TestListenerReconnects(t *testing.T) {
 	url := pgtest.Schema(t)
@@ -367,12 +368,20 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatalf("backend %d was not terminated", pid)
 	}
 	deadline := time.Now().Add(15 * time.Second)
+	gap := false
 	for i := 0; ; i++ {
 		if err := b.Update(context.Background(), func(tx store.Tx) error { tx.Notify(context.Background(), "ping"); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-heard:
+		case topic := <-heard:
+			if topic == store.TopicGap {
+				gap = true
+				continue
+			}
+			if !gap {
+				t.Fatalf("heard %q after the reconnect before the gap", topic)
+			}
 			if n := a.listener.connects.Load(); n != 2 || a.listener.pid.Load() == pid {
 				t.Errorf("heard again after %d connections, listening on backend %d (was %d); want 2, another", n, a.listener.pid.Load(), pid)
 			}

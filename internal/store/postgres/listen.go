@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tessera-dev/tessera/internal/store"
 )
 
 // Notifications between nodes. A transaction's topics (Tx.Notify) go to
@@ -129,6 +131,9 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		if conn = l.reconnect(ctx); conn == nil {
 			return
 		}
+		// What other nodes sent while the connection was down is lost:
+		// the listener drops what those topics would have kept fresh.
+		l.db.deliver(store.TopicGap)
 	}
 }
 

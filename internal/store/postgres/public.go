@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -36,27 +37,7 @@ func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility)
 		rows = append(rows, c)
 		return nil
 	})
-	return readyFromAll(rows), err
-}
-
-// readyFromAll turns counts rows that hold 'all' (every task of a queue)
-// and no ready row into rows with ready: 'all' less the other states.
-// Rows come ordered by queue.
-func readyFromAll(rows []store.QueueCount) []store.QueueCount {
-	out := make([]store.QueueCount, 0, len(rows))
-	for i := 0; i < len(rows); {
-		q, all, others := rows[i].Queue, 0, 0
-		for ; i < len(rows) && rows[i].Queue == q; i++ {
-			if rows[i].State == "all" {
-				all = rows[i].Count
-				continue
-			}
-			others += rows[i].Count
-			out = append(out, rows[i])
-		}
-		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
-	}
-	return out
+	return sqlschema.ReadyFromAll(rows), err
 }
 
 func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
@@ -172,7 +153,7 @@ func (t *tx) AuditPublicEvents(ctx context.Context, ns string, since time.Time, 
 	}
 	sql += ` ORDER BY p.id DESC LIMIT ?`
 	var out []store.PublicEvent
-	err := t.query(ctx, numbered(sql), append(args, limit), func(r pgx.Rows) error {
+	err := t.query(ctx, sqlschema.Numbered1(sql), append(args, limit), func(r pgx.Rows) error {
 		var e store.PublicEvent
 		var at int64
 		if err := r.Scan(&e.ID, &at, &e.Action, &e.Target, &e.RunID, &e.Title, &e.By, &e.ByKind); err != nil {

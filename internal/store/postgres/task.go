@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -98,11 +98,27 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	return t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...)
 }
 
+// leaseArgs are a lease's column values as statement arguments.
 func leaseArgs(l *tessera.Lease) []any {
-	if l == nil {
-		return []any{nil, nil, nil, nil, nil}
+	vs := sqlschema.LeaseValues(l)
+	for i, v := range vs {
+		vs[i] = arg(v)
 	}
-	return []any{l.RunID, l.Holder, l.TokenHash, ms(l.ExpiresAt), l.Seconds}
+	return vs
+}
+
+// arg is a Go value as this backend binds it: times as Unix milliseconds,
+// JSON values as text, nil as NULL.
+func arg(v any) any {
+	switch v := v.(type) {
+	case time.Time:
+		return ms(v)
+	case *time.Time:
+		return msPtr(v)
+	case json.RawMessage:
+		return rawArg(v)
+	}
+	return v
 }
 
 func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
@@ -113,90 +129,17 @@ func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) 
 	return r.task()
 }
 
-// taskChanges lists the mutable columns whose value differs between before
-// and after, with after's values: what TaskUpdate writes. Writing only
-// those keeps a heartbeat out of the count trigger and lets an update that
-// touches no indexed column be HOT (no index entry written).
-func taskChanges(before, after *tessera.Task) (cols []string, args []any) {
-	set := func(col string, v any) {
-		args = append(args, v)
-		cols = append(cols, col+" = $"+strconv.Itoa(len(args)))
-	}
-	if before.State != after.State {
-		set("state", after.State)
-	}
-	if before.Attempts != after.Attempts {
-		set("attempts", after.Attempts)
-	}
-	if !before.RunAt.Equal(after.RunAt) {
-		set("run_at", ms(after.RunAt))
-	}
-	if !before.UpdatedAt.Equal(after.UpdatedAt) {
-		set("updated_at", ms(after.UpdatedAt))
-	}
-	if before.CancelRequested != after.CancelRequested {
-		set("cancel_requested", after.CancelRequested)
-	}
-	if !bytes.Equal(before.Result, after.Result) {
-		set("result", rawArg(after.Result))
-	}
-	if before.Error != after.Error {
-		set("error", after.Error)
-	}
-	if !bytes.Equal(before.Progress, after.Progress) {
-		set("progress", rawArg(after.Progress))
-	}
-	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
-		set("finished_at", msPtr(after.FinishedAt))
-	}
-	if !sameLease(before.Lease, after.Lease) {
-		names := []string{"lease_run_id", "lease_holder", "lease_token_hash", "lease_expires_at", "lease_seconds"}
-		for i, v := range leaseArgs(after.Lease) {
-			if before.Lease == nil || after.Lease == nil || !sameLeaseField(i, before.Lease, after.Lease) {
-				set(names[i], v)
-			}
-		}
-	}
-	return cols, args
-}
-
-func sameTimePtr(a, b *time.Time) bool {
-	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
-}
-
-func sameLease(a, b *tessera.Lease) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	for i := range 5 {
-		if !sameLeaseField(i, a, b) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameLeaseField compares field i of leaseArgs' order.
-func sameLeaseField(i int, a, b *tessera.Lease) bool {
-	switch i {
-	case 0:
-		return a.RunID == b.RunID
-	case 1:
-		return a.Holder == b.Holder
-	case 2:
-		return bytes.Equal(a.TokenHash, b.TokenHash)
-	case 3:
-		return a.ExpiresAt.Equal(b.ExpiresAt)
-	}
-	return a.Seconds == b.Seconds
-}
-
 // TaskUpdate is conditional on the version: at READ COMMITTED an UPDATE
 // that finds the row locked waits for the other writer, then re-checks its
 // WHERE against the row that writer committed — a changed version matches
 // nothing, and the caller hears ErrStale.
 func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
-	cols, args := taskChanges(before, after)
+	var cols []string
+	var args []any
+	for _, c := range sqlschema.TaskChanges(before, after) {
+		args = append(args, arg(c.Value))
+		cols = append(cols, c.Column+" = $"+strconv.Itoa(len(args)))
+	}
 	cols = append(cols, "version = version + 1")
 	n := len(args)
 	args = append(args, before.Namespace, before.ID, before.Version)

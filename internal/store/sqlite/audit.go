@@ -3,24 +3,15 @@ package sqlite
 import (
 	"context"
 
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
-
-// auditNamespaces walks the distinct namespaces of an audit table through
-// its primary key, one index seek per namespace: reads across namespaces
-// use it instead of scanning the table.
-const auditNamespaces = `WITH RECURSIVE ns(n) AS (
-  SELECT (SELECT min(namespace) FROM %[1]s)
-  UNION ALL
-  SELECT (SELECT min(namespace) FROM %[1]s WHERE namespace > n) FROM ns WHERE n IS NOT NULL)
-`
 
 const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public`
 
@@ -34,37 +25,11 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 	return err
 }
 
-// auditScope picks the primary key an audit read walks — one namespace's,
-// or every namespace's through auditNamespaces — and adds the filters both
-// tables share. It returns the statement's prefix (a WITH clause or ""),
-// its WHERE clause and arguments.
-func auditScope(f store.AuditFilter, table string) (string, string, []any) {
-	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
-	switch {
-	case f.Namespace != "":
-	case f.PrincipalID != "":
-		// A principal's reads visit the namespaces it was seen in, so
-		// their cost does not grow with the namespaces of everyone else.
-		where, args = ` WHERE namespace IN (SELECT namespace FROM principal_namespaces WHERE principal_id = ?)`, []any{f.PrincipalID}
-	default:
-		with, where, args = fmt.Sprintf(auditNamespaces, table), ` WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL)`, nil
-	}
-	if f.PrincipalID != "" {
-		where += ` AND principal_id = ?`
-		args = append(args, f.PrincipalID)
-	}
-	if f.Action != "" {
-		where += ` AND action = ?`
-		args = append(args, f.Action)
-	}
-	return with, where, args
-}
-
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
 	if f.Outcome != "" && f.Outcome != "ok" {
 		return nil, nil // events are successes only
 	}
-	with, where, args := auditScope(f, "audit_events")
+	with, where, args := sqlschema.AuditScope(f, "audit_events")
 	where += ` AND id >= ?`
 	args = append(args, tessera.IDFloor(f.Since))
 	if f.Before != "" {
@@ -96,7 +61,7 @@ func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) er
 }
 
 func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.AuditCounter, error) {
-	with, where, args := auditScope(f, "audit_counters")
+	with, where, args := sqlschema.AuditScope(f, "audit_counters")
 	where += ` AND minute >= ?`
 	args = append(args, f.Since.Unix()/60)
 	if f.Outcome != "" {
@@ -161,14 +126,14 @@ func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error 
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.c.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
+	n, err := t.c.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
  SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < ? LIMIT ?)`,
 		tessera.IDFloor(before), limit)
 	return int(n), err
 }
 
 func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.c.exec(ctx, fmt.Sprintf(auditNamespaces, "audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
+	n, err := t.c.exec(ctx, sqlschema.AuditNamespaces("audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
  SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
  WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < ? LIMIT ?)`, before.Unix()/60, limit)
 	return int(n), err

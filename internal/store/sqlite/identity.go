@@ -11,6 +11,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -183,33 +184,16 @@ func (t *tx) NamespaceList(ctx context.Context, after string, limit int) ([]stor
 	return out, err
 }
 
-// namespaceTables are the tables a namespace purge empties, children before
-// parents, each with its primary key (every one leads with namespace).
-var namespaceTables = []struct{ table, key string }{
-	{"task_events", "namespace, task_id, seq"},
-	{"runs", "namespace, task_id, run_id"},
-	{"tasks", "namespace, id"},
-	{"task_counts", "namespace, queue, state, public, shard"},
-	{"record_versions", "namespace, bucket, key, version"},
-	{"record_heads", "namespace, bucket, key"},
-	{"buckets", "namespace, name"},
-	{"blob_readers", "namespace, sha256, principal_id"},
-	{"blobs", "namespace, sha256"},
-	{"uploads", "namespace, id"},
-	{"namespace_settings", "namespace"},
-	{"idempotency", "namespace, principal_id, route, key"},
-}
-
 func (t *tx) NamespacePurge(ctx context.Context, ns string, limit int) (int, error) {
 	deleted := 0
-	for _, nt := range namespaceTables {
+	for _, nt := range sqlschema.NamespaceTables {
 		if deleted >= limit {
 			return deleted, nil
 		}
-		n, err := t.c.exec(ctx, `DELETE FROM `+nt.table+` WHERE (`+nt.key+`) IN (SELECT `+nt.key+` FROM `+nt.table+` WHERE namespace = ? LIMIT ?)`,
+		n, err := t.c.exec(ctx, `DELETE FROM `+nt.Table+` WHERE (`+nt.Key+`) IN (SELECT `+nt.Key+` FROM `+nt.Table+` WHERE namespace = ? LIMIT ?)`,
 			ns, limit-deleted)
 		if err != nil {
-			return deleted, fmt.Errorf("purge %s of %s: %w", nt.table, ns, err)
+			return deleted, fmt.Errorf("purge %s of %s: %w", nt.Table, ns, err)
 		}
 		deleted += int(n)
 	}

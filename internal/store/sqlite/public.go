@@ -9,6 +9,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -37,27 +38,7 @@ func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility)
 		rows = append(rows, store.QueueCount{Queue: s.ColumnText(0), State: s.ColumnText(1), Count: s.ColumnInt(2)})
 		return nil
 	})
-	return readyFromAll(rows), err
-}
-
-// readyFromAll turns counts rows that hold 'all' (every task of a queue)
-// and no ready row into rows with ready: 'all' less the other states.
-// Rows come ordered by queue.
-func readyFromAll(rows []store.QueueCount) []store.QueueCount {
-	out := make([]store.QueueCount, 0, len(rows))
-	for i := 0; i < len(rows); {
-		q, all, others := rows[i].Queue, 0, 0
-		for ; i < len(rows) && rows[i].Queue == q; i++ {
-			if rows[i].State == "all" {
-				all = rows[i].Count
-				continue
-			}
-			others += rows[i].Count
-			out = append(out, rows[i])
-		}
-		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
-	}
-	return out
+	return sqlschema.ReadyFromAll(rows), err
 }
 
 // queueList passes a list of queues as one JSON parameter, so the

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -66,19 +66,12 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, string(labels),
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, task.RunAt,
 		task.CreatedBy, task.CreatedAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
-	args = append(args, leaseArgs(task.Lease)...)
+	args = append(args, sqlschema.LeaseValues(task.Lease)...)
 	args = append(args, task.FinishedAt, task.Version)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
 	return nil
-}
-
-func leaseArgs(l *tessera.Lease) []any {
-	if l == nil {
-		return []any{nil, nil, nil, nil, nil}
-	}
-	return []any{l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds}
 }
 
 func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
@@ -90,86 +83,12 @@ func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) 
 	return task, err
 }
 
-// taskChanges lists the mutable columns whose value differs between before
-// and after, with after's values: what TaskUpdate writes. Writing only
-// those keeps a heartbeat off the claim index and out of the count
-// triggers, which fire on the columns named in SET.
-func taskChanges(before, after *tessera.Task) (cols []string, args []any) {
-	set := func(col string, v any) {
-		cols = append(cols, col+" = ?")
-		args = append(args, v)
-	}
-	if before.State != after.State {
-		set("state", after.State)
-	}
-	if before.Attempts != after.Attempts {
-		set("attempts", after.Attempts)
-	}
-	if !before.RunAt.Equal(after.RunAt) {
-		set("run_at", after.RunAt)
-	}
-	if !before.UpdatedAt.Equal(after.UpdatedAt) {
-		set("updated_at", after.UpdatedAt)
-	}
-	if before.CancelRequested != after.CancelRequested {
-		set("cancel_requested", after.CancelRequested)
-	}
-	if !bytes.Equal(before.Result, after.Result) {
-		set("result", after.Result)
-	}
-	if before.Error != after.Error {
-		set("error", after.Error)
-	}
-	if !bytes.Equal(before.Progress, after.Progress) {
-		set("progress", after.Progress)
-	}
-	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
-		set("finished_at", after.FinishedAt)
-	}
-	if !sameLease(before.Lease, after.Lease) {
-		names := []string{"lease_run_id", "lease_holder", "lease_token_hash", "lease_expires_at", "lease_seconds"}
-		for i, v := range leaseArgs(after.Lease) {
-			if before.Lease == nil || after.Lease == nil || !sameLeaseField(i, before.Lease, after.Lease) {
-				set(names[i], v)
-			}
-		}
-	}
-	return cols, args
-}
-
-func sameTimePtr(a, b *time.Time) bool {
-	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
-}
-
-func sameLease(a, b *tessera.Lease) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	for i := range 5 {
-		if !sameLeaseField(i, a, b) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameLeaseField compares field i of leaseArgs' order.
-func sameLeaseField(i int, a, b *tessera.Lease) bool {
-	switch i {
-	case 0:
-		return a.RunID == b.RunID
-	case 1:
-		return a.Holder == b.Holder
-	case 2:
-		return bytes.Equal(a.TokenHash, b.TokenHash)
-	case 3:
-		return a.ExpiresAt.Equal(b.ExpiresAt)
-	}
-	return a.Seconds == b.Seconds
-}
-
 func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
-	cols, args := taskChanges(before, after)
+	var cols []string
+	var args []any
+	for _, c := range sqlschema.TaskChanges(before, after) {
+		cols, args = append(cols, c.Column+" = ?"), append(args, c.Value)
+	}
 	cols = append(cols, "version = version + 1")
 	args = append(args, before.Namespace, before.ID, before.Version)
 	n, err := t.c.exec(ctx, `UPDATE tasks SET `+strings.Join(cols, ", ")+` WHERE namespace = ? AND id = ? AND version = ?`, args...)

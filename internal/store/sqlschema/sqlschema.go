@@ -1,0 +1,203 @@
+// Package sqlschema holds what both SQL backends (sqlite, postgres) share of
+// Tessera's one logical schema, so a second backend is not a second copy of
+// a rule: which columns a task change writes, the tables a namespace purge
+// empties, how counts rows turn into counts by state, and the scope of an
+// audit read. SQL here uses ? placeholders; a backend with numbered ones
+// rewrites them (Numbered).
+package sqlschema
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Change is one column a task change writes, with its new Go value: a
+// string, int, bool, time.Time, *time.Time, []byte or json.RawMessage (nil
+// for NULL), for the backend to bind its way.
+type Change struct {
+	Column string
+	Value  any
+}
+
+// TaskChanges lists the mutable columns whose value differs between before
+// and after, with after's values: what TaskUpdate writes. Writing only
+// those keeps a heartbeat off every index but the one holding the lease's
+// expiry, and out of the count triggers, which fire on the columns named.
+func TaskChanges(before, after *tessera.Task) []Change {
+	var out []Change
+	set := func(col string, v any) { out = append(out, Change{col, v}) }
+	if before.State != after.State {
+		set("state", after.State)
+	}
+	if before.Attempts != after.Attempts {
+		set("attempts", after.Attempts)
+	}
+	if !before.RunAt.Equal(after.RunAt) {
+		set("run_at", after.RunAt)
+	}
+	if !before.UpdatedAt.Equal(after.UpdatedAt) {
+		set("updated_at", after.UpdatedAt)
+	}
+	if before.CancelRequested != after.CancelRequested {
+		set("cancel_requested", after.CancelRequested)
+	}
+	if !bytes.Equal(before.Result, after.Result) {
+		set("result", after.Result)
+	}
+	if before.Error != after.Error {
+		set("error", after.Error)
+	}
+	if !bytes.Equal(before.Progress, after.Progress) {
+		set("progress", after.Progress)
+	}
+	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
+		set("finished_at", after.FinishedAt)
+	}
+	for i, name := range leaseColumns {
+		if before.Lease == nil || after.Lease == nil {
+			if (before.Lease == nil) != (after.Lease == nil) {
+				set(name, LeaseValues(after.Lease)[i])
+			}
+			continue
+		}
+		if !sameLeaseField(i, before.Lease, after.Lease) {
+			set(name, LeaseValues(after.Lease)[i])
+		}
+	}
+	return out
+}
+
+// leaseColumns are a lease's columns, in LeaseValues' order.
+var leaseColumns = []string{"lease_run_id", "lease_holder", "lease_token_hash", "lease_expires_at", "lease_seconds"}
+
+// LeaseValues are a lease's column values in the order of the tasks table
+// (all nil for no lease).
+func LeaseValues(l *tessera.Lease) []any {
+	if l == nil {
+		return []any{nil, nil, nil, nil, nil}
+	}
+	return []any{l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds}
+}
+
+func sameTimePtr(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
+}
+
+func sameLeaseField(i int, a, b *tessera.Lease) bool {
+	switch i {
+	case 0:
+		return a.RunID == b.RunID
+	case 1:
+		return a.Holder == b.Holder
+	case 2:
+		return bytes.Equal(a.TokenHash, b.TokenHash)
+	case 3:
+		return a.ExpiresAt.Equal(b.ExpiresAt)
+	}
+	return a.Seconds == b.Seconds
+}
+
+// StateAll is the counts row of every task of a queue: ready has no row of
+// its own and is StateAll less the other states.
+const StateAll = "all"
+
+// ReadyFromAll turns counts rows that hold StateAll and no ready row into
+// rows with ready. Rows come ordered by queue.
+func ReadyFromAll(rows []store.QueueCount) []store.QueueCount {
+	out := make([]store.QueueCount, 0, len(rows))
+	for i := 0; i < len(rows); {
+		q, all, others := rows[i].Queue, 0, 0
+		for ; i < len(rows) && rows[i].Queue == q; i++ {
+			if rows[i].State == StateAll {
+				all = rows[i].Count
+				continue
+			}
+			others += rows[i].Count
+			out = append(out, rows[i])
+		}
+		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
+	}
+	return out
+}
+
+// NamespaceTables are the tables a namespace purge empties, children before
+// parents, each with its primary key (every one leads with namespace).
+var NamespaceTables = []struct{ Table, Key string }{
+	{"task_events", "namespace, task_id, seq"},
+	{"runs", "namespace, task_id, run_id"},
+	{"tasks", "namespace, id"},
+	{"task_counts", "namespace, queue, state, public, shard"},
+	{"record_versions", "namespace, bucket, key, version"},
+	{"record_heads", "namespace, bucket, key"},
+	{"buckets", "namespace, name"},
+	{"blob_readers", "namespace, sha256, principal_id"},
+	{"blobs", "namespace, sha256"},
+	{"uploads", "namespace, id"},
+	{"namespace_settings", "namespace"},
+	{"idempotency", "namespace, principal_id, route, key"},
+}
+
+// auditNamespaces walks the distinct namespaces of an audit table through
+// its primary key, one index seek per namespace (a loose index scan, which
+// neither engine does by itself): reads across namespaces use it instead of
+// scanning the table.
+const auditNamespaces = `WITH RECURSIVE ns(n) AS (
+  SELECT (SELECT min(namespace) FROM %[1]s)
+  UNION ALL
+  SELECT (SELECT min(namespace) FROM %[1]s WHERE namespace > n) FROM ns WHERE n IS NOT NULL)
+`
+
+// AuditNamespaces is auditNamespaces for table.
+func AuditNamespaces(table string) string { return fmt.Sprintf(auditNamespaces, table) }
+
+// AuditScope picks the primary key an audit read walks — one namespace's,
+// the namespaces a principal was seen in, or every namespace's through
+// AuditNamespaces — and adds the filters both audit tables share. It
+// returns the statement's prefix (a WITH clause or ""), its WHERE clause
+// with ? for each argument, and the arguments.
+func AuditScope(f store.AuditFilter, table string) (string, string, []any) {
+	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
+	switch {
+	case f.Namespace != "":
+	case f.PrincipalID != "":
+		// A principal's reads visit the namespaces it was seen in, so
+		// their cost does not grow with the namespaces of everyone else.
+		where, args = ` WHERE namespace IN (SELECT namespace FROM principal_namespaces WHERE principal_id = ?)`, []any{f.PrincipalID}
+	default:
+		with, where, args = AuditNamespaces(table), ` WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL)`, nil
+	}
+	if f.PrincipalID != "" {
+		where += ` AND principal_id = ?`
+		args = append(args, f.PrincipalID)
+	}
+	if f.Action != "" {
+		where += ` AND action = ?`
+		args = append(args, f.Action)
+	}
+	return with, where, args
+}
+
+// Numbered1 rewrites the ? placeholders of sql as $1, $2, …, for a
+// backend with numbered parameters. No ? may appear in a literal.
+func Numbered1(sql string) string {
+	first := 1
+	var b strings.Builder
+	n := first
+	for {
+		i := strings.IndexByte(sql, '?')
+		if i < 0 {
+			b.WriteString(sql)
+			return b.String()
+		}
+		b.WriteString(sql[:i])
+		b.WriteString("$" + strconv.Itoa(n))
+		n++
+		sql = sql[i+1:]
+	}
+}

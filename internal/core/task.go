@@ -179,7 +179,7 @@ const MaxBatchTasks = 500
 // EnqueueBatchParams is the body of POST /v1/tasks/batch: each task as the
 // body of POST /v1/tasks.
 type EnqueueBatchParams struct {
-	Tasks []EnqueueParams `json:"tasks" doc:"1–500 tasks, each as the body of POST /v1/tasks"`
+	Tasks []EnqueueParams `json:"tasks" doc:"1–500 tasks, each with the fields of a single enqueue (the body of POST /v1/tasks)"`
 }
 
 // TaskBatch is a batch enqueue's answer: its tasks in request order.

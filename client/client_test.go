@@ -229,6 +229,21 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	}
 	spec := ok(admin.Document(ctx, "/v1/openapi.json"))
 
+	// A batch is all or none.
+	batch := ok(admin.EnqueueBatch(ctx, client.EnqueueBatchRequest{Tasks: []client.EnqueueRequest{
+		{Title: "batched 1", Queue: "batch"}, {Title: "batched 2", Queue: "batch", Payload: map[string]int{"n": 2}}}}))
+	if len(batch) != 2 || batch[0].Title != "batched 1" || string(batch[1].Payload) != `{"n":2}` || batch[1].Namespace != "main" {
+		t.Fatalf("batch: %+v", batch)
+	}
+	_, err = admin.EnqueueBatch(ctx, client.EnqueueBatchRequest{Tasks: []client.EnqueueRequest{{Title: "fine"}, {Queue: "untitled"}}})
+	var bad *client.Error
+	if !asError(err, &bad) || bad.Status != 400 || bad.Details.Field != "tasks[1].title" {
+		t.Fatalf("a batch with a bad task: %v", err)
+	}
+	if c := ok(admin.Counts(ctx)); c["batch"]["ready"] != 2 || c["untitled"] != nil {
+		t.Fatalf("counts after the batches: %v", c)
+	}
+
 	// The same methods reach another namespace under /ns/{ns}.
 	farm := admin.InNamespace("build-farm")
 	ok(farm.Enqueue(ctx, client.EnqueueRequest{Title: "in the farm"}))

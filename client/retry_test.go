@@ -52,30 +52,50 @@ func (d *dropAfterCommit) wrap(h http.Handler) http.Handler {
 }
 
 // A write whose answer was lost after the server committed it is retried
-// with the same Idempotency-Key, and acts once: one task, and the retry
-// answers the task the first try made.
+// with the same Idempotency-Key, and acts once: one task (or one batch of
+// them), and the retry answers what the first try made.
 func TestRetryAfterACommittedWriteKeepsOneAction(t *testing.T) {
-	drop := &dropAfterCommit{route: "POST /v1/tasks"}
-	srv := testserver.Start(t, testserver.Options{Wrap: drop.wrap})
-	ctx := context.Background()
-	c := newClient(t, srv.URL, testserver.AdminKey, client.WithRetry(client.RetryPolicy{Attempts: 3, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	for _, tc := range []struct {
+		route   string
+		enqueue func(ctx context.Context, c *client.Client) ([]client.Task, error)
+	}{
+		{"POST /v1/tasks", func(ctx context.Context, c *client.Client) ([]client.Task, error) {
+			task, err := c.Enqueue(ctx, client.EnqueueRequest{Title: "exactly once"})
+			if err != nil {
+				return nil, err
+			}
+			return []client.Task{*task}, nil
+		}},
+		{"POST /v1/tasks/batch", func(ctx context.Context, c *client.Client) ([]client.Task, error) {
+			return c.EnqueueBatch(ctx, client.EnqueueBatchRequest{Tasks: []client.EnqueueRequest{{Title: "once"}, {Title: "and once"}}})
+		}},
+	} {
+		t.Run(tc.route, func(t *testing.T) {
+			drop := &dropAfterCommit{route: tc.route}
+			srv := testserver.Start(t, testserver.Options{Wrap: drop.wrap})
+			ctx := context.Background()
+			c := newClient(t, srv.URL, testserver.AdminKey, client.WithRetry(client.RetryPolicy{Attempts: 3, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
 
-	task, err := c.Enqueue(ctx, client.EnqueueRequest{Title: "exactly once"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(drop.keys) != 2 || drop.keys[0] == "" || drop.keys[0] != drop.keys[1] {
-		t.Fatalf("Idempotency-Key of the two tries: %q", drop.keys)
-	}
-	if !strings.Contains(string(drop.first), task.ID) {
-		t.Fatalf("the retry answered %s, the dropped try had made %s", task.ID, drop.first)
-	}
-	page, err := c.ListTasks(ctx, client.TaskFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Tasks) != 1 {
-		t.Fatalf("%d tasks after one enqueue retried, want 1", len(page.Tasks))
+			tasks, err := tc.enqueue(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(drop.keys) != 2 || drop.keys[0] == "" || drop.keys[0] != drop.keys[1] {
+				t.Fatalf("Idempotency-Key of the two tries: %q", drop.keys)
+			}
+			for _, task := range tasks {
+				if !strings.Contains(string(drop.first), task.ID) {
+					t.Fatalf("the retry answered %s, the dropped try had made %s", task.ID, drop.first)
+				}
+			}
+			page, err := c.ListTasks(ctx, client.TaskFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Tasks) != len(tasks) || len(tasks) == 0 {
+				t.Fatalf("%d tasks after a retried write answered %d", len(page.Tasks), len(tasks))
+			}
+		})
 	}
 }
 

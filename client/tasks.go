@@ -22,6 +22,21 @@ func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (*Task, error)
 	return result(&out, err)
 }
 
+// EnqueueBatch creates 1–500 tasks in one transaction, all or none (POST
+// /v1/tasks/batch), and returns them in the order given. A bad task fails
+// the whole batch with an invalid_request *Error whose Details.Field
+// names it ("tasks[3].title"). Like Enqueue it always sends an
+// Idempotency-Key, one for the whole batch, so a retried batch creates its
+// tasks once; the tasks' own IdempotencyKey fields are not used.
+func (c *Client) EnqueueBatch(ctx context.Context, req EnqueueBatchRequest) ([]Task, error) {
+	var out struct {
+		Tasks []Task `json:"tasks"`
+	}
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks/batch", body: req,
+		idempotencyKey: keyed(req.IdempotencyKey), safe: true}, &out)
+	return out.Tasks, err
+}
+
 // ListTasks lists tasks, newest first (GET /v1/tasks).
 func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*TaskPage, error) {
 	q := url.Values{}

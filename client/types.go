@@ -89,6 +89,18 @@ type EnqueueRequest struct {
 	IdempotencyKey string `json:"-"`
 }
 
+// MaxBatchTasks is the most tasks one EnqueueBatch may carry (the API's
+// limit, beside its 1 MiB body limit).
+const MaxBatchTasks = 500
+
+// EnqueueBatchRequest is the body of POST /v1/tasks/batch.
+type EnqueueBatchRequest struct {
+	Tasks []EnqueueRequest `json:"tasks"`
+	// IdempotencyKey is sent as the header, for the whole batch; one is
+	// generated when empty.
+	IdempotencyKey string `json:"-"`
+}
+
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
 	State, Queue, Label string

@@ -35,7 +35,7 @@ type Row struct {
 // RowNames are the scenario's request names, in order: the same in every
 // release, so tables can be compared.
 var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", "keyed_read_namespace",
-	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "claim_granted", "heartbeat",
+	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "heartbeat",
 	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
 	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
 	"health_500_first", "health_500_repeat"}
@@ -123,6 +123,27 @@ func (r *runner) add(sum string, parts ...string) {
 		rd += *row.RowsRead
 	}
 	r.rows[sum] = Row{Request: sum, RowsWritten: &w, RowsRead: &rd}
+}
+
+// perTask records row's counts divided among n tasks, rounded up, so a
+// per-task figure never reads better than it is.
+func (r *runner) perTask(name, row string, n int64) {
+	m := r.rows[row]
+	if m.RowsWritten == nil {
+		return
+	}
+	w, rd := (*m.RowsWritten+n-1)/n, (*m.RowsRead+n-1)/n
+	r.rows[name] = Row{Request: name, RowsWritten: &w, RowsRead: &rd}
+}
+
+// batchBody is a batch enqueue of n tasks on queue "batch", one the
+// lifecycle's claims never look at.
+func batchBody(n int) map[string]any {
+	tasks := make([]map[string]any, n)
+	for i := range tasks {
+		tasks[i] = map[string]any{"title": "bench batch task " + strconv.Itoa(i), "queue": "batch"}
+	}
+	return map[string]any{"tasks": tasks}
 }
 
 // do sends one request straight to the handler and checks its status.
@@ -231,6 +252,14 @@ func (r *runner) scenario() {
 	r.clock.Advance(time.Minute) // past the snapshot's life
 	r.measure("health_500_first", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
 	r.measure("health_500_repeat", func() { r.do(200, "GET", "/ns/board/v1/health", worker, nil) })
+
+	// A batch of 100 in the lifecycle's namespace, last: the idle day's
+	// retention would otherwise count deleting its events. Warm, as the
+	// enqueue row is: a read there first writes the new day's identity
+	// snapshot.
+	r.do(200, "GET", ns+"/v1/counts", worker, nil)
+	r.measure("enqueue_batch_100", func() { r.do(201, "POST", ns+"/v1/tasks/batch", worker, batchBody(100)) })
+	r.perTask("enqueue_batch_100_per_task", "enqueue_batch_100", 100)
 }
 
 // anonymous measures a session minted and never used, and a session's
@@ -349,7 +378,7 @@ func (r *runner) idleWorkerDay(key string) {
 // where the name says so); -1 where there is none.
 var Targets = map[string][2]int64{
 	"discovery": {0, 0}, "mcp_tools_list_keyed": {0, 0}, "keyed_read_main": {2, -1}, "keyed_read_namespace": {2, -1}, "first_request_new_namespace": {3, -1},
-	"enqueue": {6, -1}, "claim_granted": {6, -1}, "heartbeat": {3, -1}, "record_write_v1": {6, -1}, "record_write_v2": {6, -1},
+	"enqueue": {6, -1}, "enqueue_batch_100": {600, -1}, "enqueue_batch_100_per_task": {6, -1}, "claim_granted": {6, -1}, "heartbeat": {3, -1}, "record_write_v1": {6, -1}, "record_write_v2": {6, -1},
 	"blob_upload": {8, -1}, "submit": {8, -1}, "mcp_enqueue": {6, -1}, "mcp_claim_granted": {6, -1}, "mcp_heartbeat": {3, -1},
 	"mcp_record_write": {6, -1}, "mcp_submit": {8, -1}, "claim_events_wait3": {2, -1}, "keyed_lifecycle": {50, -1},
 	"anon_session_unused": {8, -1}, "anon_lifecycle": {60, -1}, "idle_worker_day": {1500, -1}, "cold_start": {-1, 5},

@@ -55,6 +55,11 @@ const (
 	ActSessionStart   = "session.start"
 )
 
+// ActTaskEnqueueBatch names a batch enqueue (POST /v1/tasks/batch) in
+// counters, and for its Need. Each task it enqueues is evented as
+// ActTaskEnqueue, as a single enqueue of it would be.
+const ActTaskEnqueueBatch = "task.enqueue_batch"
+
 // Need is what an operation needs of a key (§4): a grant for the
 // namespace and an action scope, or the admin scope, or just a valid key.
 type Need struct {
@@ -85,6 +90,8 @@ var needs = map[string]Need{
 	// the grant is checked first, the rest by AddNote.
 	ActTaskNote: {Grant: true, Action: ""},
 	ActCounts:   {Grant: true, Action: tessera.ActionRead},
+	// A batch needs what each of its tasks would.
+	ActTaskEnqueueBatch: {Grant: true, Action: tessera.ActionEnqueue},
 
 	ActClaim:       {Grant: true, Action: tessera.ActionClaim},
 	ActHeartbeat:   {Grant: true, Action: tessera.ActionClaim},

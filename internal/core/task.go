@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -168,6 +170,146 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 	s.countReplay(replayed, a, ns, ActTaskEnqueue)
 	out.State = out.VisibleState(s.clock.Now())
 	return &out, nil
+}
+
+// MaxBatchTasks bounds a batch enqueue; the body limit (1 MiB) bounds its
+// bytes.
+const MaxBatchTasks = 500
+
+// EnqueueBatchParams is the body of POST /v1/tasks/batch: each task as the
+// body of POST /v1/tasks.
+type EnqueueBatchParams struct {
+	Tasks []EnqueueParams `json:"tasks" doc:"1–500 tasks, each with the fields of a single enqueue (the body of POST /v1/tasks)"`
+}
+
+// TaskBatch is a batch enqueue's answer: its tasks in request order.
+type TaskBatch struct {
+	Tasks []tessera.Task `json:"tasks"`
+}
+
+func checkBatchSize(n int) error {
+	if n < 1 || n > MaxBatchTasks {
+		return tessera.Invalid("tasks", "a batch holds 1–%d tasks, not %d", MaxBatchTasks, n)
+	}
+	return nil
+}
+
+// DecodeBatch decodes a batch's tasks one at a time with decode, the
+// adapter's body rules, which hold only a body's top level to exact keys:
+// each task is then held to them as a single enqueue's body is, and a
+// fault is named by its place, tasks[i].field. The count is checked first,
+// so an oversized batch is refused before any of it is decoded.
+func DecodeBatch(tasks []json.RawMessage, decode func(body []byte, dst any) error) ([]EnqueueParams, error) {
+	if err := checkBatchSize(len(tasks)); err != nil {
+		return nil, err
+	}
+	out := make([]EnqueueParams, len(tasks))
+	for i, raw := range tasks {
+		if len(raw) == 0 || raw[0] != '{' {
+			return nil, inBatch(i, tessera.Invalid("", "a task is an object with the fields of POST /v1/tasks"))
+		}
+		if err := decode(raw, &out[i]); err != nil {
+			return nil, inBatch(i, err)
+		}
+	}
+	return out, nil
+}
+
+// inBatch names the batch task at index i in err's field and message.
+func inBatch(i int, err error) error {
+	var e *tessera.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	at := fmt.Sprintf("tasks[%d]", i)
+	named := *e
+	named.Field, named.Message = at, at+": "+e.Message
+	if e.Field != "" {
+		named.Field += "." + e.Field
+	}
+	return &named
+}
+
+// EnqueueBatch creates tasks in one transaction: all of them, or none when
+// any is invalid or the transaction fails. Each task is validated before
+// anything is written. With an idempotency key, a repeat of the batch
+// returns the first answer instead of creating the tasks again.
+//
+// Each task gets its own task.enqueue event, as the single enqueue of it
+// would: the audit trail and the activity feed name tasks (§9's target is
+// a task id), and a task's history should not depend on which route made
+// it. What a batch saves is the requests, the commits and the idempotency
+// entry, one each for the whole batch.
+func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, tasks []EnqueueParams, idemKey string) (*TaskBatch, error) {
+	a, err := s.authorize(ctx, a, ns, ActTaskEnqueueBatch)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBatchSize(len(tasks)); err != nil {
+		return nil, err
+	}
+	// A repeat is compared with the request as sent; validation fills in
+	// defaults, on a copy.
+	req := tasks
+	tasks = slices.Clone(tasks)
+	now := s.clock.Now()
+	for i := range tasks {
+		if err := tasks[i].validate(now); err != nil {
+			return nil, inBatch(i, err)
+		}
+	}
+	var out TaskBatch
+	replayed := false
+	err = s.auditedCreate(ctx, a, ns, ActTaskEnqueueBatch, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
+		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue_batch", Key: idemKey, CreatedAt: ev.Time}
+		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
+			return s.insertBatch(ctx, tx, a, ns, tasks, ev, &out)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.countReplay(replayed, a, ns, ActTaskEnqueueBatch)
+	now = s.clock.Now()
+	for i := range out.Tasks {
+		out.Tasks[i].State = out.Tasks[i].VisibleState(now)
+	}
+	return &out, nil
+}
+
+// insertBatch stores a batch's validated tasks into out and writes a
+// task.enqueue event for each: ev, which the audited action writes once fn
+// returns, becomes the last task's; the others are written here, with the
+// address hash act gives ev.
+func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, ns string, tasks []EnqueueParams, ev *tessera.AuditEvent, out *TaskBatch) error {
+	now := ev.Time
+	ipHash, _, err := s.ipHash(ctx, tx, now) // a fresh salt is remembered by act, which reads it again
+	if err != nil {
+		return err
+	}
+	out.Tasks = make([]tessera.Task, len(tasks))
+	for i := range tasks {
+		task := newTask(&tasks[i], a, ns, now)
+		if err := insertTask(ctx, tx, task); err != nil {
+			return err
+		}
+		// Remembered as sent, as Enqueue's answer is.
+		out.Tasks[i] = *task
+		out.Tasks[i].State = task.VisibleState(now)
+		te := ev
+		if i < len(tasks)-1 {
+			te = &tessera.AuditEvent{Namespace: ns, PrincipalID: ev.PrincipalID, KeyID: ev.KeyID, IPHash: ipHash}
+		}
+		// Ids in request order: ev's was drawn before the others.
+		te.ID, te.Time, te.Action, te.Target, te.Public, te.Status = ids.New(now), now, ActTaskEnqueue, task.ID, task.Public, 201
+		if te != ev {
+			if err := tx.AuditInsert(ctx, te); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // GetTask returns a task with its runs.

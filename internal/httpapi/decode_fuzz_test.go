@@ -211,3 +211,57 @@ func TestDecodeJSONExactKeys(t *testing.T) {
 		t.Errorf("exact keys refused: %v", err)
 	}
 }
+
+// FuzzDecodeBatch checks the batch decoder (the envelope by DecodeJSON,
+// then core.DecodeBatch task by task): no input panics it, every refusal
+// is invalid_request naming tasks, a task (tasks[i]…) or a field of the
+// envelope, and an accepted batch holds 1–500 tasks, each exactly what the
+// body of a single enqueue would decode to.
+func FuzzDecodeBatch(f *testing.F) {
+	for _, s := range []string{
+		`{"tasks":[{"title":"a"},{"title":"b","queue":"q","payload":{"n":1}}]}`,
+		`{"tasks":[]}`, `{}`, `{"tasks":null}`, `{"tasks":[null]}`, `{"tasks":["x"]}`, `{"tasks":{}}`,
+		`{"tasks":[{"TITLE":"a"}]}`, `{"tasks":[{"title":"a","title":"b"}]}`, `{"tasks":[{"title":"a","nope":1}]}`,
+		`{"tasks":[{"title":"a","run_at":"soon"}]}`, `{"tasks":[{"title":1}]}`, `{"tasks":[{"title":"a"}],"x":1}`,
+		`{"tasks":[` + strings.Repeat(`{},`, 600) + `{}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var env struct {
+			Tasks []json.RawMessage `json:"tasks"`
+		}
+		refused := func(err error, stage string) *tessera.Error {
+			var e *tessera.Error
+			if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
+				t.Fatalf("batch %q refused by %s with %#v, want invalid_request", body, stage, err)
+			}
+			return e
+		}
+		if err := httpapi.DecodeJSON(body, &env); err != nil {
+			refused(err, "the envelope")
+			return
+		}
+		tasks, err := core.DecodeBatch(env.Tasks, httpapi.DecodeJSON)
+		if err != nil {
+			if e := refused(err, "a task"); e.Field != "tasks" && !strings.HasPrefix(e.Field, "tasks[") {
+				t.Fatalf("batch %q refused naming %q, neither the tasks nor one of them", body, e.Field)
+			}
+			return
+		}
+		if len(tasks) < 1 || len(tasks) > core.MaxBatchTasks || len(tasks) != len(env.Tasks) {
+			t.Fatalf("batch %q accepted with %d tasks", body, len(tasks))
+		}
+		for i, raw := range env.Tasks {
+			var one core.EnqueueParams
+			if err := httpapi.DecodeJSON(raw, &one); err != nil {
+				t.Fatalf("task %d %q accepted in a batch, refused alone: %v", i, raw, err)
+			}
+			a, _ := json.Marshal(tasks[i])
+			b, _ := json.Marshal(one)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("task %d decoded as %s in a batch, %s alone", i, a, b)
+			}
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ func (s *Server) taskRoutes() []route {
 		{method: "GET", path: "/me", op: core.ActMe, summary: "The caller's principal and key", handle: s.me, out: core.Me{}},
 
 		{method: "POST", path: "/tasks", op: core.ActTaskEnqueue, summary: "Enqueue a task", handle: s.enqueue, in: core.EnqueueParams{}, out: created{tessera.Task{}}},
+		{method: "POST", path: "/tasks/batch", op: core.ActTaskEnqueueBatch, summary: "Enqueue 1–500 tasks in one transaction, all or none", handle: s.enqueueBatch, in: core.EnqueueBatchParams{}, out: created{core.TaskBatch{}}},
 		{method: "GET", path: "/tasks", op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, out: core.TaskPage{}},
 		{method: "GET", path: "/tasks/{id}", op: core.ActTaskGet, summary: "A task with its runs", handle: s.getTask, out: tessera.Task{}},
 		{method: "POST", path: "/tasks/{id}/cancel", op: core.ActTaskCancel, summary: "Cancel a task", handle: s.changeTask(core.ChangeCancel), out: tessera.Task{}},
@@ -74,6 +76,31 @@ func (s *Server) enqueue(c *call) error {
 		return err
 	}
 	return c.json(http.StatusCreated, task)
+}
+
+// enqueueBatch decodes the batch's envelope, then each task as the body
+// of a single enqueue (core.DecodeBatch), so a task's fault is refused
+// alike and named tasks[i].field.
+func (s *Server) enqueueBatch(c *call) error {
+	var body struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if err := c.decode(&body); err != nil {
+		return err
+	}
+	tasks, err := core.DecodeBatch(body.Tasks, DecodeJSON)
+	if err != nil {
+		return err
+	}
+	key, err := c.idempotencyKey()
+	if err != nil {
+		return err
+	}
+	batch, err := s.core.EnqueueBatch(c.ctx, c.actor, c.ns, tasks, key)
+	if err != nil {
+		return err
+	}
+	return c.json(http.StatusCreated, batch)
 }
 
 func (s *Server) listTasks(c *call) error {

@@ -39,7 +39,7 @@ func TestDiscoveryAdvertisesMCP(t *testing.T) {
 	const url = "http://127.0.0.1:8787/mcp"
 	srv := connect.MCP.ClientConfig.MCPServers["tessera"]
 	if connect.MCPURL != url || connect.MCP.URL != url || len(connect.MCP.ProtocolVersions) != 4 || !connect.MCP.Batches ||
-		len(connect.MCP.Tools) != 18 || srv.URL != url || srv.Type != "http" || srv.Headers["Authorization"] != "Bearer tsk_<id>_<secret>" {
+		len(connect.MCP.Tools) != 19 || srv.URL != url || srv.Type != "http" || srv.Headers["Authorization"] != "Bearer tsk_<id>_<secret>" {
 		t.Fatalf("connect.json: %+v", connect)
 	}
 	config := `"mcpServers": {`

@@ -72,6 +72,11 @@ func TestGoSDKWorkerLoop(t *testing.T) {
 			if empty["lease"] != nil || empty["retry_after"] != float64(5) {
 				t.Fatalf("empty claim: %v", empty)
 			}
+			batch := w.call("enqueue_tasks", map[string]any{"tasks": []any{
+				map[string]any{"title": "batched 1", "queue": "interop"}, map[string]any{"title": "batched 2", "queue": "interop", "priority": 2}}})
+			if tasks, _ := batch["tasks"].([]any); len(tasks) != 2 || tasks[1].(map[string]any)["title"] != "batched 2" {
+				t.Fatalf("enqueue_tasks: %v", batch)
+			}
 			// A handled error is a result with isError, valid under the
 			// same output schema.
 			lost := w.callResult("heartbeat", map[string]any{"task_id": task["id"], "lease_token": token})
@@ -110,8 +115,8 @@ func (w *goWorker) listTools() {
 		}
 		w.schemas[tool.Name] = resolved
 	}
-	if len(w.schemas) != 18 {
-		w.t.Fatalf("%d tools listed, want 18", len(w.schemas))
+	if len(w.schemas) != 19 {
+		w.t.Fatalf("%d tools listed, want 19", len(w.schemas))
 	}
 }
 

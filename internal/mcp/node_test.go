@@ -85,7 +85,7 @@ func TestTypeScriptSDKWorkerLoop(t *testing.T) {
 				t.Fatalf("%s printed no report: %s", tc.script, out)
 			}
 			want := []string{"enqueue_task", "claim_task", "heartbeat", "write_record", "submit_task", "claim_task", "heartbeat"}
-			if r.Client != tc.client || r.ProtocolVersion != tc.version || r.Tools != 18 || !slices.Equal(r.Validated, want) || r.State != "succeeded" || r.Task == "" {
+			if r.Client != tc.client || r.ProtocolVersion != tc.version || r.Tools != 19 || !slices.Equal(r.Validated, want) || r.State != "succeeded" || r.Task == "" {
 				t.Fatalf("%s: %+v", tc.script, r)
 			}
 		})

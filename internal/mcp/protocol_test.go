@@ -134,7 +134,7 @@ func TestMethodsOnEveryLane(t *testing.T) {
 			}
 			fields = l.result(t, l.call(s, 4, "tools/list", "", nil), &list)
 			wantCacheHints(t, l, fields)
-			if len(list.Tools) != 18 {
+			if len(list.Tools) != 19 {
 				t.Fatalf("%d tools", len(list.Tools))
 			}
 			for _, tool := range list.Tools {

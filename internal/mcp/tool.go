@@ -37,7 +37,8 @@ type tool struct {
 	// readOnly, destructive and idempotent are the honest hints.
 	readOnly, destructive, idempotent bool
 	// args and out are zero values of the arguments and of the success
-	// result, for the input and output schemas.
+	// result, for the input and output schemas. args defaults to what the
+	// handler decodes; an entry sets it when it decodes in two steps.
 	args, out any
 	run       func(ctx context.Context, c *toolCall) (any, error)
 }
@@ -54,10 +55,12 @@ type toolCall struct {
 func (c *toolCall) decode(dst any) error { return c.edge.Decode(c.args, dst) }
 
 // toolFunc adapts a handler of typed arguments A to the table, and records
-// A for the input schema.
+// A for the input schema unless the entry describes its arguments itself.
 func toolFunc[A any](t tool, fn func(ctx context.Context, c *toolCall, a *A) (any, error)) *tool {
-	var zero A
-	t.args = zero
+	if t.args == nil {
+		var zero A
+		t.args = zero
+	}
 	t.run = func(ctx context.Context, c *toolCall) (any, error) {
 		var a A
 		if err := c.decode(&a); err != nil {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -22,6 +23,11 @@ func (e *Endpoint) taskTools() []*tool {
 				"optionally a queue (default \"default\"), priority (higher first), labels, max_attempts (default 3) and run_at to schedule it. " +
 				"Pass an idempotency_key to make a retry safe: the same key and arguments return the first task instead of making another.",
 			out: tessera.Task{}}, e.enqueue),
+		toolFunc(tool{name: "enqueue_tasks", title: "Enqueue tasks in one call", op: core.ActTaskEnqueueBatch, args: enqueueTasksShape{},
+			description: "Put 1–500 tasks on queues in one call, all or none: each task in tasks takes enqueue_task's fields (title, brief, payload, queue, priority, labels, public, max_attempts, run_at). " +
+				"If any task is invalid, nothing is enqueued and the error's field names it, e.g. tasks[3].title. The answer lists the tasks in the order given. " +
+				"Pass an idempotency_key to make a retry safe: the same key and tasks return the first answer instead of enqueuing them again.",
+			out: core.TaskBatch{}}, e.enqueueTasks),
 		toolFunc(tool{name: "list_tasks", title: "List tasks", op: core.ActTaskList, readOnly: true,
 			description: "List tasks newest first, optionally only one state (scheduled, ready, leased, paused, succeeded, dead, canceled), queue or label. " +
 				"Pages hold up to limit tasks (default 50, at most 200); pass next_cursor back as cursor for the next page.",
@@ -61,6 +67,22 @@ type enqueueArgs struct {
 	nsArg
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	core.EnqueueParams
+}
+
+// enqueueTasksArgs are enqueue_tasks's arguments as decoded: each task is
+// then decoded on its own (core.DecodeBatch), as the HTTP route does, so a
+// fault is named tasks[i].field alike.
+type enqueueTasksArgs struct {
+	nsArg
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Tasks          []json.RawMessage `json:"tasks"`
+}
+
+// enqueueTasksShape is enqueue_tasks's arguments as described.
+type enqueueTasksShape struct {
+	nsArg
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	core.EnqueueBatchParams
 }
 
 type listTasksArgs struct {
@@ -128,6 +150,18 @@ func (e *Endpoint) enqueue(ctx context.Context, c *toolCall, a *enqueueArgs) (an
 		return nil, err
 	}
 	return e.core.Enqueue(ctx, c.actor, c.ns, a.EnqueueParams, key)
+}
+
+func (e *Endpoint) enqueueTasks(ctx context.Context, c *toolCall, a *enqueueTasksArgs) (any, error) {
+	key, err := idempotencyKey(a.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := core.DecodeBatch(a.Tasks, c.edge.Decode)
+	if err != nil {
+		return nil, err
+	}
+	return e.core.EnqueueBatch(ctx, c.actor, c.ns, tasks, key)
 }
 
 func (e *Endpoint) listTasks(ctx context.Context, c *toolCall, a *listTasksArgs) (any, error) {

@@ -297,3 +297,97 @@ func TestEmptyClaimHintIsShared(t *testing.T) {
 		t.Fatalf("HTTP empty claim after two MCP ones: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
 	}
 }
+
+// enqueue_tasks is POST /v1/tasks/batch as a tool: all or none, faults
+// named tasks[i].field with the HTTP API's status and code, one key for
+// the whole batch, one task.enqueue event per task, and failures counted
+// under the route's action.
+func TestEnqueueTasksTool(t *testing.T) {
+	s := start(t)
+	key := s.newKey("namespace:*", "read", "enqueue")
+	bad := map[string]any{"namespace": "farm", "tasks": []any{map[string]any{"title": "fine"}, map[string]any{"title": "x", "Queue": "q"}}}
+	if e := s.callTool(key, "enqueue_tasks", bad).err(t, 400, "invalid_request"); e.Field != "tasks[1].Queue" {
+		t.Fatalf("a bad task: %+v", e)
+	}
+	if e := s.callTool(key, "enqueue_tasks", map[string]any{"tasks": []any{}}).err(t, 400, "invalid_request"); e.Field != "tasks" {
+		t.Fatalf("an empty batch: %+v", e)
+	}
+	if c := s.must(key, "counts", map[string]any{"namespace": "farm"}); len(c["queues"].(map[string]any)) != 0 {
+		t.Fatalf("a refused batch left tasks: %v", c)
+	}
+
+	args := map[string]any{"namespace": "farm", "idempotency_key": "farm-batch-1", "tasks": []any{
+		map[string]any{"title": "one", "queue": "a"}, map[string]any{"title": "two", "queue": "b", "payload": map[string]any{"n": 2}}}}
+	first := s.callTool(key, "enqueue_tasks", args)
+	var batch core.TaskBatch
+	if first.IsError || json.Unmarshal(first.StructuredContent, &batch) != nil || len(batch.Tasks) != 2 ||
+		batch.Tasks[0].Title != "one" || batch.Tasks[1].Queue != "b" || batch.Tasks[1].Namespace != "farm" {
+		t.Fatalf("enqueue_tasks: %s", first.StructuredContent)
+	}
+	if again := s.callTool(key, "enqueue_tasks", args); !jsonEqual(string(again.StructuredContent), string(first.StructuredContent)) {
+		t.Fatalf("replay: %s, want %s", again.StructuredContent, first.StructuredContent)
+	}
+	args["tasks"] = []any{map[string]any{"title": "other"}}
+	s.callTool(key, "enqueue_tasks", args).err(t, 409, "idempotency_conflict")
+	// The same tasks over HTTP, from the same store.
+	r := s.send("GET", "/ns/farm/v1/tasks/"+batch.Tasks[1].ID, nil, "Authorization", "Bearer "+key)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"payload":{"n":2}`) {
+		t.Fatalf("HTTP read: %d %s", r.Status, r.Body)
+	}
+
+	r = s.send("GET", "/v1/me/audit", nil, "Authorization", "Bearer "+key)
+	var page core.AuditPage
+	if err := json.Unmarshal(r.Body, &page); err != nil || r.Status != 200 {
+		t.Fatalf("audit: %d %s", r.Status, r.Body)
+	}
+	var targets []string
+	for _, e := range page.Events {
+		if e.Action == core.ActTaskEnqueue {
+			targets = append(targets, e.Target)
+		}
+	}
+	if len(targets) != 2 || targets[0] != batch.Tasks[1].ID || targets[1] != batch.Tasks[0].ID {
+		t.Fatalf("task.enqueue events (newest first) %v, want %s %s", targets, batch.Tasks[1].ID, batch.Tasks[0].ID)
+	}
+	counted := map[string]int64{}
+	for _, c := range page.Counters {
+		counted[c.Action+"/"+c.Outcome] += c.Count
+	}
+	for k, n := range map[string]int64{"task.enqueue_batch/invalid_request": 2, "task.enqueue_batch/replayed": 1, "task.enqueue_batch/idempotency_conflict": 1} {
+		if counted[k] != n {
+			t.Errorf("counter %s = %d, want %d (all: %v)", k, counted[k], n, counted)
+		}
+	}
+}
+
+// enqueue_tasks describes its tasks as enqueue_task's arguments.
+func TestEnqueueTasksSchema(t *testing.T) {
+	s := start(t)
+	var list struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			InputSchema map[string]any `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(s.post(rpc(1, "tools/list", nil)).one(t).Result, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range list.Tools {
+		if tool.Name != "enqueue_tasks" {
+			continue
+		}
+		props := tool.InputSchema["properties"].(map[string]any)
+		tasks, _ := props["tasks"].(map[string]any)
+		items, _ := tasks["items"].(map[string]any)
+		defs, _ := tool.InputSchema["$defs"].(map[string]any)
+		task, _ := defs["CoreEnqueueParams"].(map[string]any)
+		if items["$ref"] != "#/$defs/CoreEnqueueParams" || task == nil || props["idempotency_key"] == nil || props["namespace"] == nil {
+			t.Fatalf("enqueue_tasks input schema: %v", tool.InputSchema)
+		}
+		if req, _ := tool.InputSchema["required"].([]any); len(req) != 1 || req[0] != "tasks" {
+			t.Fatalf("enqueue_tasks requires %v, want tasks", tool.InputSchema["required"])
+		}
+		return
+	}
+	t.Fatal("tools/list has no enqueue_tasks")
+}

@@ -9,7 +9,7 @@
 export async function workerLoop({ client, label, newValidator, protocolVersion }) {
   const fail = (msg) => { throw new Error(`${label}: ${msg}`); };
   const { tools } = await client.listTools();
-  if (tools.length !== 18) fail(`${tools.length} tools listed, want 18`);
+  if (tools.length !== 19) fail(`${tools.length} tools listed, want 19`);
   const validator = newValidator();
   const schemas = new Map(tools.map((t) => [t.name, t.outputSchema]));
   const validated = [];

@@ -25,7 +25,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
-	storeKind := fs.String("store", "sqlite", "storage backend: sqlite")
+	storeKind := fs.String("store", "sqlite", "storage backend: sqlite (a file in --data), or a postgres:// URL several nodes share")
 	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>)")
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -47,9 +47,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	auditReads := fs.String("audit-reads", "events", "events: an audit event per keyed read; counted: count reads instead, so they work while writes are refused")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if *storeKind != "sqlite" {
-		return fmt.Errorf("--store %q: only sqlite is available in this build", *storeKind)
 	}
 	if cfg.ClaimRate <= 0 || cfg.ClaimBurst < 1 || cfg.ClaimConcurrency < 1 {
 		return errors.New("claim rate, burst and concurrency must be positive")
@@ -79,7 +76,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *publicURL == "" {
 		*publicURL = "http://" + *addr
 	}
-	a, err := app.Open(ctx, app.Options{DataDir: *data, Core: cfg, Allowance: allowance, Log: log,
+	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Core: cfg, Allowance: allowance, Log: log,
 		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version, MetricsPublic: *metricsPublic, TrustProxy: proxies}})
 	if err != nil {
 		return err

@@ -6,10 +6,12 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -18,6 +20,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/postgres"
 	"github.com/tessera-dev/tessera/internal/store/sqlite"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -29,9 +32,12 @@ const KeyCacheTTL = 5 * time.Second
 type Options struct {
 	// DataDir holds the SQLite file, the blob bytes and the meter's file.
 	DataDir string
-	Clock   tessera.Clock
-	Core    core.Config
-	HTTP    httpapi.Config
+	// Store is the backend: "" or "sqlite" for the SQLite file in DataDir,
+	// or a postgres:// (postgresql://) URL, which several nodes may share.
+	Store string
+	Clock tessera.Clock
+	Core  core.Config
+	HTTP  httpapi.Config
 	// Allowance is the daily storage allowance from flags (0 = unlimited).
 	Allowance meter.Allowance
 	// AdminKey, when set, is seeded as an admin key (TESSERA_ADMIN_KEY).
@@ -73,7 +79,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}}
-	db, err := sqlite.Open(ctx, filepath.Join(o.DataDir, "tessera.db"), m)
+	db, err := openStore(ctx, o, m)
 	switch {
 	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted:
 		a.Refused = err
@@ -116,6 +122,32 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}()
 	a.stopMeter = func() { cancel(); <-persisted }
 	return a, nil
+}
+
+// backend is what App needs of a store: the seam, the meter's ledger, and
+// closing.
+type backend interface {
+	store.Store
+	meter.Ledger
+}
+
+// openStore opens the backend o names.
+func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) {
+	switch {
+	case o.Store == "" || o.Store == "sqlite":
+		db, err := sqlite.Open(ctx, filepath.Join(o.DataDir, "tessera.db"), m)
+		if err != nil {
+			return nil, err // not a typed nil in an interface
+		}
+		return db, nil
+	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
+		db, err := postgres.Open(ctx, o.Store, m, postgres.WithLogger(o.Log))
+		if err != nil {
+			return nil, err
+		}
+		return db, nil
+	}
+	return nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
 }
 
 // Close stops the core (ending long-polls, writing buffered counters), syncs

@@ -3,6 +3,9 @@
 
 test: check
 	go test -count=1 -timeout 20m ./...
+	# The end-to-end HTTP suite again, on PostgreSQL (skipped when it is
+	# unreachable, unless TESSERA_REQUIRE_POSTGRES=1, as in CI).
+	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
 
 # Static checks: formatting, vet, staticcheck (from the module proxy).
 check:

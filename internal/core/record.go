@@ -132,7 +132,12 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 			rec.Version = head + 1
 			if err := tx.RecordPut(ctx, &rec, head); err != nil {
 				if errors.Is(err, store.ErrConflict) {
-					return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s changed during the write; read it and retry", bucket, key)
+					if p.IfVersion != nil {
+						return tessera.Errorf(tessera.CodeVersionConflict, "record %s/%s changed during the write; read it and retry", bucket, key)
+					}
+					// An unconditional write raced another: write over
+					// the new head, as if it had come second.
+					return fmt.Errorf("record %s/%s: %w", bucket, key, store.ErrRetry)
 				}
 				return err
 			}

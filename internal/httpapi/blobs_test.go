@@ -630,6 +630,8 @@ const sweepAfter = core.UploadTTL + time.Minute
 // meter: the first in a namespace (which stores its raw policy), a later
 // one, and a later one with an Idempotency-Key on the commit.
 func TestBlobRowsWritten(t *testing.T) {
+	// The exact figures are the SQLite meter's (SPEC §14's table).
+	sqliteOnly(t)
 	s := newTestServer(t)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read", "enqueue")
 	s.enqueue("main", w, map[string]any{"title": "warm the namespace"})

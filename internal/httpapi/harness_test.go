@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -59,11 +61,32 @@ func serverAt(t testing.TB, dir string, clock *tessera.ManualClock, configure ..
 	})
 }
 
+// onPostgres runs the suite on PostgreSQL (TESSERA_TEST_STORE=postgres, as
+// .ci/run does in a second pass) instead of a SQLite file.
+var onPostgres = os.Getenv("TESSERA_TEST_STORE") == "postgres"
+
+// pgSchemas gives each data directory its own PostgreSQL schema, so a
+// server started again on a directory finds its store again.
+var pgSchemas sync.Map
+
+// sqliteOnly marks a test of what only the SQLite backend has (its file,
+// its driver); the PostgreSQL pass leaves it to the SQLite one.
+func sqliteOnly(t testing.TB) {
+	t.Helper()
+	if onPostgres {
+		t.Skip("tests the SQLite file itself; run in the SQLite pass")
+	}
+}
+
 // serverWith is serverAt for a test that sets any of the app's options.
 func serverWith(t testing.TB, dir string, clock *tessera.ManualClock, configure func(*app.Options)) (*testServer, func()) {
 	t.Helper()
 	o := app.Options{DataDir: dir, Clock: clock, Core: core.DefaultConfig(), AdminKey: adminKey,
 		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}}
+	if onPostgres {
+		url, _ := pgSchemas.LoadOrStore(dir, pgtest.Schema(t))
+		o.Store = url.(string)
+	}
 	configure(&o)
 	a, err := app.Open(context.Background(), o)
 	if err != nil {

@@ -121,10 +121,13 @@ func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, no
 func (t *tx) PublicTasks(ctx context.Context, ns string, limit int) ([]store.PublicTask, error) {
 	var out []store.PublicTask
 	// The columns the board shows and nothing else: no brief, payload,
-	// result, progress or lease.
+	// result, progress or lease. The page of ids is taken first, so the
+	// join visits that page of tasks: joined whole, the planner merged all
+	// of the namespace's public tasks to return a hundred.
 	err := t.query(ctx, `SELECT t.id, t.queue, t.title, t.state, t.priority, t.run_at, t.updated_at
- FROM public_tasks p JOIN tasks t ON t.namespace = p.namespace AND t.id = p.id
- WHERE p.namespace = $1 ORDER BY p.id DESC LIMIT $2`, []any{ns, limit}, func(r pgx.Rows) error {
+ FROM (SELECT namespace, id FROM public_tasks WHERE namespace = $1 ORDER BY id DESC LIMIT $2) p
+ JOIN LATERAL (SELECT * FROM tasks t WHERE t.namespace = p.namespace AND t.id = p.id) t ON true
+ ORDER BY p.id DESC`, []any{ns, limit}, func(r pgx.Rows) error {
 		var p store.PublicTask
 		var runAt, updated int64
 		if err := r.Scan(&p.ID, &p.Queue, &p.Title, &p.State, &p.Priority, &runAt, &updated); err != nil {

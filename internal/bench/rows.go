@@ -21,6 +21,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -49,15 +50,25 @@ type runner struct {
 	err   error
 }
 
-// Rows runs the scenario in a fresh temporary directory.
-func Rows(ctx context.Context) ([]Row, error) {
+// Rows runs the scenario in a fresh temporary directory, on a fresh SQLite
+// file, or — when storeURL is a postgres:// URL — on a fresh schema of that
+// database, dropped afterwards.
+func Rows(ctx context.Context, storeURL string) ([]Row, error) {
 	dir, err := os.MkdirTemp("", "tessera-bench-rows-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	if storeURL != "" && storeURL != "sqlite" {
+		url, drop, err := pgschema.New(ctx, storeURL, "tessera_bench_")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = drop(context.Background()) }()
+		storeURL = url
+	}
 	clock := tessera.NewManualClock(time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC))
-	opts := app.Options{DataDir: dir, Clock: clock, Core: core.DefaultConfig(), AdminKey: benchKey,
+	opts := app.Options{DataDir: dir, Store: storeURL, Clock: clock, Core: core.DefaultConfig(), AdminKey: benchKey,
 		HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "bench"}}
 	a, err := app.Open(ctx, opts)
 	if err != nil {

@@ -13,7 +13,7 @@ func TestRowsScenarioMeetsTargets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates a day of idle polling")
 	}
-	rows, err := Rows(context.Background())
+	rows, err := Rows(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

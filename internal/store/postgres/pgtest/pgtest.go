@@ -11,15 +11,14 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgschema"
 )
 
 // DefaultURL is the server the tests use unless TESSERA_TEST_POSTGRES names
@@ -71,35 +70,18 @@ func Schema(t testing.TB) string {
 		}
 		t.Skipf("PostgreSQL at %s is unreachable (%v); to run these tests, %s", base, reach.err, how)
 	}
-	name := "t_" + random()
-	exec(t, base, `CREATE SCHEMA `+pgx.Identifier{name}.Sanitize())
-	t.Cleanup(func() { exec(t, base, `DROP SCHEMA `+pgx.Identifier{name}.Sanitize()+` CASCADE`) })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("TESSERA_TEST_POSTGRES %q is not a URL: %v", base, err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func exec(t testing.TB, url, sql string) {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
+	u, drop, err := pgschema.New(ctx, base, "t_")
 	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
+		t.Fatalf("pgtest: %v", err)
 	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql); err != nil {
-		t.Fatalf("pgtest: %s: %v", sql, err)
-	}
-}
-
-func random() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := drop(ctx); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return u
 }

@@ -21,19 +21,12 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 }
 
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
-	if f.Outcome != "" && f.Outcome != "ok" {
-		return nil, nil // events are successes only
+	sql, args, ok := sqlschema.AuditEventsQuery(f, auditEventCols)
+	if !ok {
+		return nil, nil
 	}
-	with, where, args := sqlschema.AuditScope(f, "audit_events")
-	where += ` AND id >= ?`
-	args = append(args, tessera.IDFloor(f.Since))
-	if f.Before != "" {
-		where += ` AND id < ?`
-		args = append(args, f.Before)
-	}
-	args = append(args, f.Limit)
 	var out []tessera.AuditEvent
-	err := t.query(ctx, sqlschema.Numbered1(with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`), args, func(rows pgx.Rows) error {
+	err := t.query(ctx, sqlschema.Numbered1(sql), args, func(rows pgx.Rows) error {
 		var e tessera.AuditEvent
 		var at int64
 		if err := rows.Scan(&e.Namespace, &e.ID, &at, &e.PrincipalID, &e.KeyID, &e.Action, &e.Target, &e.RunID, &e.Status, &e.IPHash, &e.Public); err != nil {
@@ -67,17 +60,9 @@ func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) er
 }
 
 func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.AuditCounter, error) {
-	with, where, args := sqlschema.AuditScope(f, "audit_counters")
-	where += ` AND minute >= ?`
-	args = append(args, f.Since.Unix()/60)
-	if f.Outcome != "" {
-		where += ` AND outcome = ?`
-		args = append(args, f.Outcome)
-	}
-	args = append(args, f.Limit)
+	sql, args := sqlschema.AuditCountersQuery(f)
 	var out []tessera.AuditCounter
-	err := t.query(ctx, sqlschema.Numbered1(with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
-		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`), args, func(rows pgx.Rows) error {
+	err := t.query(ctx, sqlschema.Numbered1(sql), args, func(rows pgx.Rows) error {
 		var c tessera.AuditCounter
 		var minute int64
 		if err := rows.Scan(&c.Namespace, &minute, &c.PrincipalID, &c.Action, &c.Outcome, &c.Count); err != nil {

@@ -16,18 +16,10 @@ import (
 // public_tasks, public_events) and the lease index: each costs the rows it
 // returns plus a few seeks, whatever the tasks and events of the namespace.
 
-// visibilities are the values of the public column a read covers.
-func visibilities(v store.Visibility) []bool {
-	if v == store.PublicOnly {
-		return []bool{true}
-	}
-	return []bool{false, true}
-}
-
 func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility) ([]store.QueueCount, error) {
 	var rows []store.QueueCount
 	err := t.query(ctx, `SELECT queue, state, sum(count) FROM task_counts WHERE namespace = $1 AND public = ANY($2)
- GROUP BY queue, state ORDER BY queue, state`, []any{ns, visibilities(v)}, func(r pgx.Rows) error {
+ GROUP BY queue, state ORDER BY queue, state`, []any{ns, sqlschema.Visibilities(v)}, func(r pgx.Rows) error {
 		var c store.QueueCount
 		var n int64
 		if err := r.Scan(&c.Queue, &c.State, &n); err != nil {
@@ -45,7 +37,7 @@ func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now 
 	if len(queues) == 0 {
 		return out, nil
 	}
-	for _, public := range visibilities(v) {
+	for _, public := range sqlschema.Visibilities(v) {
 		// Per queue a range of task_ready's key (namespace, queue, public,
 		// run_at > now): the scheduled tasks and nothing else.
 		err := t.query(ctx, `SELECT q, (SELECT count(*) FROM task_ready r
@@ -76,7 +68,7 @@ func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, n
 	// Through tasks_lease: only leased tasks, by queue and expiry.
 	err := t.query(ctx, `SELECT queue, count(*) FROM tasks
  WHERE namespace = $1 AND queue = ANY($2) AND state = 'leased' AND lease_expires_at <= $3 AND public = ANY($4)
- GROUP BY queue`, []any{ns, queues, ms(now), visibilities(v)}, func(r pgx.Rows) error {
+ GROUP BY queue`, []any{ns, queues, ms(now), sqlschema.Visibilities(v)}, func(r pgx.Rows) error {
 		var q string
 		var n int64
 		if err := r.Scan(&q, &n); err != nil {
@@ -93,7 +85,7 @@ func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, no
 	if len(queues) == 0 {
 		return out, nil
 	}
-	for _, public := range visibilities(v) {
+	for _, public := range sqlschema.Visibilities(v) {
 		// One seek per queue: task_ready is ordered by run_at within a
 		// queue and visibility, so its first entry is the oldest; it
 		// counts only if its time came.

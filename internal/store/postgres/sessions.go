@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
 // bucketLevel is the SQL of the global bucket's tokens at $1 (Unix ms),
@@ -54,18 +55,8 @@ func (t *tx) SessionMintAdd(ctx context.Context, addr, session string, at time.T
 	return err
 }
 
-// sessionAddrs walks the distinct addresses of session_mints through its
-// key, one seek each, like auditNamespaces.
-const sessionAddrs = `WITH RECURSIVE a(v) AS (
-  SELECT (SELECT min(addr) FROM session_mints)
-  UNION ALL
-  SELECT (SELECT min(addr) FROM session_mints WHERE addr > v) FROM a WHERE v IS NOT NULL)
-`
-
 func (t *tx) SessionMintsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, sessionAddrs+`DELETE FROM session_mints WHERE (addr, minted_at, session) IN (
- SELECT addr, minted_at, session FROM session_mints
- WHERE addr IN (SELECT v FROM a WHERE v IS NOT NULL) AND minted_at < $1 LIMIT $2)`, ms(before), limit)
+	n, err := t.exec(ctx, sqlschema.Numbered1(sqlschema.SessionMintsPurge), ms(before), limit)
 	return int(n), err
 }
 

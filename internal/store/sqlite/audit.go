@@ -26,19 +26,12 @@ func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
 }
 
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
-	if f.Outcome != "" && f.Outcome != "ok" {
-		return nil, nil // events are successes only
+	sql, args, ok := sqlschema.AuditEventsQuery(f, auditEventCols)
+	if !ok {
+		return nil, nil
 	}
-	with, where, args := sqlschema.AuditScope(f, "audit_events")
-	where += ` AND id >= ?`
-	args = append(args, tessera.IDFloor(f.Since))
-	if f.Before != "" {
-		where += ` AND id < ?`
-		args = append(args, f.Before)
-	}
-	args = append(args, f.Limit)
 	var out []tessera.AuditEvent
-	err := t.c.query(ctx, with+`SELECT `+auditEventCols+` FROM audit_events`+where+` ORDER BY id DESC LIMIT ?`, args, func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
 		out = append(out, tessera.AuditEvent{
 			Namespace: s.ColumnText(0), ID: s.ColumnText(1), Time: colTime(s, 2), PrincipalID: s.ColumnText(3),
 			KeyID: s.ColumnText(4), Action: s.ColumnText(5), Target: s.ColumnText(6), RunID: s.ColumnText(7),
@@ -61,17 +54,9 @@ func (t *tx) AuditCountersAdd(ctx context.Context, cs []tessera.AuditCounter) er
 }
 
 func (t *tx) AuditCounters(ctx context.Context, f store.AuditFilter) ([]tessera.AuditCounter, error) {
-	with, where, args := sqlschema.AuditScope(f, "audit_counters")
-	where += ` AND minute >= ?`
-	args = append(args, f.Since.Unix()/60)
-	if f.Outcome != "" {
-		where += ` AND outcome = ?`
-		args = append(args, f.Outcome)
-	}
-	args = append(args, f.Limit)
+	sql, args := sqlschema.AuditCountersQuery(f)
 	var out []tessera.AuditCounter
-	err := t.c.query(ctx, with+`SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters`+where+
-		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`, args, func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
 		out = append(out, tessera.AuditCounter{
 			Namespace: s.ColumnText(0), Minute: time.Unix(s.ColumnInt64(1)*60, 0).UTC(), PrincipalID: s.ColumnText(2),
 			Action: s.ColumnText(3), Outcome: s.ColumnText(4), Count: s.ColumnInt64(5),

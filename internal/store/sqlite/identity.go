@@ -185,23 +185,7 @@ func (t *tx) NamespaceList(ctx context.Context, after string, limit int) ([]stor
 }
 
 func (t *tx) NamespacePurge(ctx context.Context, ns string, limit int) (int, error) {
-	deleted := 0
-	for _, nt := range sqlschema.NamespaceTables {
-		if deleted >= limit {
-			return deleted, nil
-		}
-		n, err := t.c.exec(ctx, `DELETE FROM `+nt.Table+` WHERE (`+nt.Key+`) IN (SELECT `+nt.Key+` FROM `+nt.Table+` WHERE namespace = ? LIMIT ?)`,
-			ns, limit-deleted)
-		if err != nil {
-			return deleted, fmt.Errorf("purge %s of %s: %w", nt.Table, ns, err)
-		}
-		deleted += int(n)
-	}
-	if deleted > 0 {
-		return deleted, nil
-	}
-	_, err := t.c.exec(ctx, `DELETE FROM namespaces WHERE name = ?`, ns)
-	return 0, err
+	return sqlschema.PurgeNamespace(ctx, t.c.exec, ns, limit)
 }
 
 func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key string) (*store.Idempotency, error) {

@@ -20,14 +20,6 @@ import (
 // returns plus a few seeks, whatever the number of tasks and events in the
 // namespace.
 
-// visibilities are the values of the public column a read covers.
-func visibilities(v store.Visibility) []bool {
-	if v == store.PublicOnly {
-		return []bool{true}
-	}
-	return []bool{false, true}
-}
-
 func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility) ([]store.QueueCount, error) {
 	sql := `SELECT queue, state, sum(count) FROM task_counts WHERE namespace = ?`
 	if v == store.PublicOnly {
@@ -57,7 +49,7 @@ func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now 
 	if err != nil {
 		return nil, err
 	}
-	for _, public := range visibilities(v) {
+	for _, public := range sqlschema.Visibilities(v) {
 		// Per queue a range of task_ready's key (namespace, queue, public,
 		// run_at > now): the scheduled tasks and nothing else.
 		err := t.c.query(ctx, `SELECT q.value, (SELECT count(*) FROM task_ready r
@@ -105,7 +97,7 @@ func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, no
 	if err != nil {
 		return nil, err
 	}
-	for _, public := range visibilities(v) {
+	for _, public := range sqlschema.Visibilities(v) {
 		// One seek per queue: task_ready is ordered by run_at within a
 		// queue and visibility, so its first entry is the oldest; it
 		// counts only if its time came.

@@ -8,6 +8,7 @@ package sqlschema
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -126,9 +127,9 @@ func ReadyFromAll(rows []store.QueueCount) []store.QueueCount {
 	return out
 }
 
-// NamespaceTables are the tables a namespace purge empties, children before
+// namespaceTables are the tables a namespace purge empties, children before
 // parents, each with its primary key (every one leads with namespace).
-var NamespaceTables = []struct{ Table, Key string }{
+var namespaceTables = []struct{ Table, Key string }{
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"tasks", "namespace, id"},
@@ -143,6 +144,44 @@ var NamespaceTables = []struct{ Table, Key string }{
 	{"idempotency", "namespace, principal_id, route, key"},
 }
 
+// Exec runs one statement written with ? placeholders and says how many
+// rows it changed.
+type Exec func(ctx context.Context, sql string, args ...any) (int64, error)
+
+// PurgeNamespace deletes at most limit rows of ns, children before
+// parents, and says how many; once nothing is left it deletes the
+// namespace itself and says 0.
+func PurgeNamespace(ctx context.Context, exec Exec, ns string, limit int) (int, error) {
+	deleted := 0
+	for _, nt := range namespaceTables {
+		if deleted >= limit {
+			return deleted, nil
+		}
+		n, err := exec(ctx, `DELETE FROM `+nt.Table+` WHERE (`+nt.Key+`) IN (SELECT `+nt.Key+` FROM `+nt.Table+` WHERE namespace = ? LIMIT ?)`,
+			ns, limit-deleted)
+		if err != nil {
+			return deleted, fmt.Errorf("purge %s of %s: %w", nt.Table, ns, err)
+		}
+		deleted += int(n)
+	}
+	if deleted > 0 {
+		return deleted, nil
+	}
+	_, err := exec(ctx, `DELETE FROM namespaces WHERE name = ?`, ns)
+	return 0, err
+}
+
+// SessionMintsPurge deletes session mints older than its first argument,
+// at most its second, walking the distinct addresses of session_mints
+// through its key, one seek each, like AuditNamespaces.
+const SessionMintsPurge = `WITH RECURSIVE a(v) AS (
+  SELECT (SELECT min(addr) FROM session_mints)
+  UNION ALL
+  SELECT (SELECT min(addr) FROM session_mints WHERE addr > v) FROM a WHERE v IS NOT NULL)
+DELETE FROM session_mints WHERE (addr, minted_at, session) IN (
+ SELECT addr, minted_at, session FROM session_mints
+ WHERE addr IN (SELECT v FROM a WHERE v IS NOT NULL) AND minted_at < ? LIMIT ?)`
+
 // auditNamespaces walks the distinct namespaces of an audit table through
 // its primary key, one index seek per namespace (a loose index scan, which
 // neither engine does by itself): reads across namespaces use it instead of
@@ -156,12 +195,12 @@ const auditNamespaces = `WITH RECURSIVE ns(n) AS (
 // AuditNamespaces is auditNamespaces for table.
 func AuditNamespaces(table string) string { return fmt.Sprintf(auditNamespaces, table) }
 
-// AuditScope picks the primary key an audit read walks — one namespace's,
+// auditScope picks the primary key an audit read walks — one namespace's,
 // the namespaces a principal was seen in, or every namespace's through
 // AuditNamespaces — and adds the filters both audit tables share. It
 // returns the statement's prefix (a WITH clause or ""), its WHERE clause
 // with ? for each argument, and the arguments.
-func AuditScope(f store.AuditFilter, table string) (string, string, []any) {
+func auditScope(f store.AuditFilter, table string) (string, string, []any) {
 	with, where, args := "", ` WHERE namespace = ?`, []any{f.Namespace}
 	switch {
 	case f.Namespace != "":
@@ -181,6 +220,47 @@ func AuditScope(f store.AuditFilter, table string) (string, string, []any) {
 		args = append(args, f.Action)
 	}
 	return with, where, args
+}
+
+// AuditEventsQuery is the read of f's audit events, newest first, with ?
+// placeholders; cols is the backend's spelling of the event columns. ok is
+// false when f asks for an outcome events never have: they are successes
+// only.
+func AuditEventsQuery(f store.AuditFilter, cols string) (sql string, args []any, ok bool) {
+	if f.Outcome != "" && f.Outcome != "ok" {
+		return "", nil, false
+	}
+	with, where, args := auditScope(f, "audit_events")
+	where += ` AND id >= ?`
+	args = append(args, tessera.IDFloor(f.Since))
+	if f.Before != "" {
+		where += ` AND id < ?`
+		args = append(args, f.Before)
+	}
+	return with + `SELECT ` + cols + ` FROM audit_events` + where + ` ORDER BY id DESC LIMIT ?`, append(args, f.Limit), true
+}
+
+// AuditCountersQuery is the read of f's audit counters, newest minute
+// first, with ? placeholders, selecting namespace, minute, principal_id,
+// action, outcome and count.
+func AuditCountersQuery(f store.AuditFilter) (string, []any) {
+	with, where, args := auditScope(f, "audit_counters")
+	where += ` AND minute >= ?`
+	args = append(args, f.Since.Unix()/60)
+	if f.Outcome != "" {
+		where += ` AND outcome = ?`
+		args = append(args, f.Outcome)
+	}
+	return with + `SELECT namespace, minute, principal_id, action, outcome, count FROM audit_counters` + where +
+		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`, append(args, f.Limit)
+}
+
+// Visibilities are the values of the public column a read with v covers.
+func Visibilities(v store.Visibility) []bool {
+	if v == store.PublicOnly {
+		return []bool{true}
+	}
+	return []bool{false, true}
 }
 
 // Numbered1 rewrites the ? placeholders of sql as $1, $2, …, for a

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
-	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
@@ -37,9 +36,7 @@ func BenchmarkClaimBesideHistory(b *testing.B) {
 			for start := 0; start < history; start += 50_000 {
 				if err := db.Update(ctx, func(tx store.Tx) error {
 					for i := start; i < min(start+50_000, history); i++ {
-						task := &tessera.Task{Namespace: "main", ID: fmt.Sprintf("00H%08d", i), Queue: "q", Title: "old", Labels: []string{},
-							MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "p", CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
-						if err := tx.TaskInsert(ctx, task); err != nil {
+						if err := tx.TaskInsert(ctx, finishedTask(i, now)); err != nil {
 							return err
 						}
 					}
@@ -55,19 +52,10 @@ func BenchmarkClaimBesideHistory(b *testing.B) {
 			}}); res.err != nil {
 				b.Fatal(res.err)
 			}
-			authn := auth.NewAuthenticator(db, clock, time.Hour)
 			cfg := core.DefaultConfig()
 			cfg.ClaimRate, cfg.ClaimBurst = 1e9, 1e9
-			svc := core.New(db, authn, m, clock, cfg)
+			svc, a := adminService(b, db, m, clock, cfg)
 			defer svc.Close()
-			key, err := core.CreateAdminKey(ctx, db, clock, "", "admin")
-			if err != nil {
-				b.Fatal(err)
-			}
-			a, err := authn.Authenticate(ctx, key)
-			if err != nil {
-				b.Fatal(err)
-			}
 			for range b.N {
 				if _, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "t", Queue: "q"}, ""); err != nil {
 					b.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
-	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -157,14 +156,8 @@ func auditByPrincipalSteps(t *testing.T, n int) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := openConn(path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
 	f := store.AuditFilter{PrincipalID: "me", Since: now.Add(-time.Hour), Limit: 50}
-	err = c.transact(ctx, "BEGIN", func() error {
-		tx := &tx{c: c}
+	steps, _ := readSteps(t, path, func(tx *tx) error {
 		evs, err := tx.AuditEvents(ctx, f)
 		if err != nil || len(evs) != 1 {
 			return fmt.Errorf("own events: %v, %v", evs, err)
@@ -175,13 +168,6 @@ func auditByPrincipalSteps(t *testing.T, n int) int64 {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var steps int64
-	for _, s := range c.stmts {
-		steps += int64(s.Status(sqlite3.STMTSTATUS_VM_STEP, false))
-	}
 	return steps
 }
 
@@ -210,17 +196,8 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	authn := auth.NewAuthenticator(db, clock, time.Second)
-	svc := core.New(db, authn, m, clock, core.DefaultConfig())
+	svc, a := adminService(t, db, m, clock, core.DefaultConfig())
 	defer svc.Close()
-	key, err := core.CreateAdminKey(ctx, db, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := authn.Authenticate(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -345,9 +322,7 @@ func claimCycleWork(t *testing.T, history int) (steps, rowsRead, reprepares int6
 	now := clock.Now()
 	if err := db.Update(ctx, func(tx store.Tx) error {
 		for i := range history {
-			task := &tessera.Task{Namespace: "main", ID: fmt.Sprintf("00H%08d", i), Queue: "q", Title: "old", Labels: []string{},
-				MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "p", CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
-			if err := tx.TaskInsert(ctx, task); err != nil {
+			if err := tx.TaskInsert(ctx, finishedTask(i, now)); err != nil {
 				return err
 			}
 		}
@@ -355,17 +330,8 @@ func claimCycleWork(t *testing.T, history int) (steps, rowsRead, reprepares int6
 	}); err != nil {
 		t.Fatal(err)
 	}
-	authn := auth.NewAuthenticator(db, clock, time.Hour)
-	svc := core.New(db, authn, m, clock, core.DefaultConfig())
+	svc, a := adminService(t, db, m, clock, core.DefaultConfig())
 	defer svc.Close()
-	key, err := core.CreateAdminKey(ctx, db, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := authn.Authenticate(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cycle := func() {
 		// Time moves, as it does for a server: every bound "now" differs.
 		clock.Advance(time.Millisecond)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ncruces/go-sqlite3"
-
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -61,13 +59,7 @@ func refreshSteps(t *testing.T, n int) (vmSteps, fullScan int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := openConn(path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	err = c.transact(ctx, "BEGIN", func() error {
-		tx := &tx{c: c}
+	return readSteps(t, path, func(tx *tx) error {
 		for _, v := range []store.Visibility{store.PublicOnly, store.AllTasks} {
 			counts, err := tx.TaskStateCounts(ctx, "main", v)
 			if err != nil {
@@ -93,14 +85,6 @@ func refreshSteps(t *testing.T, n int) (vmSteps, fullScan int64) {
 		_, err = tx.AuditPublicEvents(ctx, "main", publicNow.Add(-24*time.Hour), "", 20)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range c.stmts {
-		vmSteps += int64(s.Status(sqlite3.STMTSTATUS_VM_STEP, false))
-		fullScan += int64(s.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, false))
-	}
-	return vmSteps, fullScan
 }
 
 // §10 beyond the original: a refresh costs O(queues), not O(tasks). The

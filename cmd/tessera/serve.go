@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -30,6 +29,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	httpCfg := httpapi.Config{Version: version}
+	fs.DurationVar(&httpCfg.BodyReadTimeout, "body-read-timeout", httpapi.DefaultBodyReadTimeout, "a request body must be in within this, plus one second per --min-upload-rate bytes")
+	fs.Int64Var(&httpCfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate, "the slowest a request body may arrive after --body-read-timeout, in bytes per second")
+	fs.IntVar(&httpCfg.MaxConns, "max-connections", 0, "open connections served at once; beyond, 503 (0 = sized to the open-file limit)")
 	cfg := core.DefaultConfig()
 	fs.Float64Var(&cfg.ClaimRate, "claim-rate", cfg.ClaimRate, "claims per second admitted per key")
 	fs.IntVar(&cfg.ClaimBurst, "claim-burst", cfg.ClaimBurst, "claim burst per key")
@@ -67,6 +70,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.Sessions.PerAddress < 0 || cfg.Sessions.PerHour < 0 || cfg.Sessions.Requests < 0 || cfg.RetainFinished < 0 {
 		return errors.New("session limits and --retain-finished must be ≥ 0")
 	}
+	if httpCfg.BodyReadTimeout <= 0 || httpCfg.MinUploadRate < 1 || httpCfg.MaxConns < 0 {
+		return errors.New("--body-read-timeout and --min-upload-rate must be positive, --max-connections ≥ 0")
+	}
+	if httpCfg.MaxConns == 0 {
+		httpCfg.MaxConns = httpapi.DefaultMaxConns()
+	}
 	proxies, err := parsePrefixes(*trustProxy)
 	if err != nil {
 		return fmt.Errorf("--trust-proxy: %w", err)
@@ -76,8 +85,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *publicURL == "" {
 		*publicURL = "http://" + *addr
 	}
+	httpCfg.PublicURL, httpCfg.MetricsPublic, httpCfg.TrustProxy = *publicURL, *metricsPublic, proxies
 	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Core: cfg, Allowance: allowance, Log: log,
-		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpapi.Config{PublicURL: *publicURL, Version: version, MetricsPublic: *metricsPublic, TrustProxy: proxies}})
+		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpCfg})
 	if err != nil {
 		return err
 	}
@@ -89,27 +99,24 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", a.CreatedKey)
 	}
 	svc := a.Core
-	srv := &http.Server{
-		Handler:           a.API,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	srv := a.API.HTTPServer()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version)
+	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version, "max_connections", httpCfg.MaxConns)
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(a.API.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	// Stop accepting, end long-polls, let in-flight requests finish, then
-	// write what they counted.
+	// Stop accepting, cut off bodies that stall, end long-polls, let
+	// in-flight requests finish, then write what they counted.
 	log.Info("tessera draining")
+	a.API.Drain()
 	svc.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()

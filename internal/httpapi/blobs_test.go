@@ -463,7 +463,7 @@ func TestBlobMalformed(t *testing.T) {
 	wantError(t, s.do("GET", "/v1/blobs/nothex", w, nil), 400, "invalid_request", "sha256")
 	wantError(t, s.do("GET", "/v1/blobs/"+good+"00/meta", w, nil), 400, "invalid_request", "sha256")
 	wantError(t, s.do("PUT", "/v1/blobs/uploads/01ARZ3NDEKTSV4RRFFQ69G5FAV", w, "x"), 404, "not_found", "")
-	wantError(t, s.do("PUT", "/v1/blobs/uploads/..", w, "x"), 404, "not_found", "")
+	wantError(t, s.do("PUT", "/v1/blobs/uploads/..", w, "x"), 400, "invalid_request", "path")
 	wantError(t, s.do("POST", "/v1/blobs/uploads/nope/commit", w, nil), 404, "not_found", "")
 	// An upload belongs to the principal that declared it.
 	d := s.declare(201, "main", w, []byte("x"), nil)

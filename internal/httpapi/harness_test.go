@@ -92,7 +92,11 @@ func serverWith(t testing.TB, dir string, clock *tessera.ManualClock, configure 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(a.API)
+	// The same http.Server and listener as `tessera serve`.
+	hs := httptest.NewUnstartedServer(a.API)
+	hs.Config = a.API.HTTPServer()
+	hs.Listener = a.API.Listener(hs.Listener)
+	hs.Start()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

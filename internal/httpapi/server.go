@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type Server struct {
 	mcp  *mcp.Endpoint
 	// metricsReg is what GET /metrics serves (metrics.go).
 	metricsReg *serverMetrics
+	// bodies are the request bodies being read (edge.go).
+	bodies bodies
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -57,11 +60,23 @@ type Config struct {
 	// TrustProxy are the networks of reverse proxies whose
 	// X-Forwarded-For is believed (--trust-proxy); none by default.
 	TrustProxy []netip.Prefix
+	// BodyReadTimeout and MinUploadRate (bytes/s) make every request
+	// body's read deadline (edge.go); zero takes the defaults.
+	BodyReadTimeout time.Duration
+	MinUploadRate   int64
+	// MaxConns caps the open connections of Listener (0: no cap).
+	MaxConns int
 }
 
 // New returns a Server over svc. The discovery documents are rendered here,
 // once, from the same route table the handlers are registered from.
 func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MinUploadRate <= 0 {
+		cfg.MinUploadRate = DefaultMinUploadRate
+	}
 	s := &Server{core: svc, log: log, mux: http.NewServeMux(), cfg: cfg, metricsReg: newServerMetrics(svc)}
 	for _, rt := range s.routes() {
 		s.handle(rt.method+" /v1"+rt.path, s.handler(rt, false))
@@ -86,10 +101,29 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 	s.handle("GET /metrics", http.HandlerFunc(s.metrics))
 	// Minting a session takes no key and belongs to no namespace.
 	s.handle("POST /v1/sessions", s.handler(s.sessionRoute(), false))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, s.log, tessera.Errorf(tessera.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
+	s.mux.HandleFunc("/", s.noRoute)
 	return s, nil
+}
+
+// methods are the methods a route may have, in the order Allow lists them.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// noRoute answers a request no pattern matched: 405 with Allow when the
+// path is served under other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range methods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, s.log, tessera.Errorf(tessera.CodeMethodNotAllowed, "%s does not answer %s; it answers %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(w, s.log, tessera.Errorf(tessera.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
 // route is one entry of the table every handler is registered from.
@@ -121,8 +155,12 @@ type call struct {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if c, ok := r.Context().Value(connKey{}).(*edgeConn); ok {
+		c.responding.Store(true)
+	}
 	ctx, usage := meter.WithUsage(r.Context())
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	body := s.watchBody(rec, r)
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic", "route", rec.route, "panic", p)
@@ -134,18 +172,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("request", "method", r.Method, "route", rec.route, "status", rec.status,
 			"duration_ms", time.Since(start).Milliseconds(),
 			"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())
+		// Whatever the answer did not read of the body is read now, so
+		// the client gets to see the answer (edge.go).
+		body.linger()
+		s.forgetBody(body)
 	}()
+	if clean := canonicalPath(r.URL.Path); clean != r.URL.Path {
+		// The mux would redirect, resending the key and the body to a
+		// path the client did not write; a client that sends "//" or
+		// ".." has a bug worth hearing about.
+		writeError(rec, s.log, tessera.Invalid("path", "the path %q is not canonical; the canonical form is %q", r.URL.Path, clean))
+		return
+	}
 	limit := s.bodyLimit(r) // records.go: blob uploads get the blob limit
 	if r.ContentLength > limit {
 		// Refuse before reading anything of the body (SPEC §5).
 		writeError(rec, s.log, tessera.Errorf(tessera.CodePayloadTooLarge, "the request body is over %d bytes", limit))
 		return
 	}
-	r.Body = http.MaxBytesReader(rec, r.Body, limit)
+	if body != nil {
+		r.Body = http.MaxBytesReader(rec, body, limit)
+	}
 	if addr, ok := s.clientAddr(r); ok {
 		ctx = core.WithClient(ctx, addr)
 	}
 	s.mux.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// canonicalPath is p without "." and ".." segments and repeated slashes,
+// keeping a trailing slash: the form the mux routes.
+func canonicalPath(p string) string {
+	if p == "" || p[0] != '/' {
+		return p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 func (s *Server) handler(rt route, namespaced bool) http.HandlerFunc {

@@ -34,6 +34,8 @@ func statusOf(code tessera.Code) int {
 		return http.StatusForbidden
 	case tessera.CodeNotFound:
 		return http.StatusNotFound
+	case tessera.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case tessera.CodeLeaseLost, tessera.CodeVersionConflict, tessera.CodeInvalidState, tessera.CodeIdempotencyConflict:
 		return http.StatusConflict
 	case tessera.CodePayloadTooLarge:
@@ -77,6 +79,12 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 			e = tessera.Errorf(tessera.CodeInternal, "internal error")
 		}
 	}
+	body := errorBody(w.Header(), e)
+	writeJSON(w, statusOf(e.Code), body)
+}
+
+// errorBody is e's error body; it sets the headers that go with it.
+func errorBody(h http.Header, e *tessera.Error) ErrorBody {
 	body := ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message}}
 	var extra ErrorDetailExtra
 	if e.Field != "" {
@@ -85,7 +93,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	if e.RetryAfter > 0 {
 		secs := int(math.Ceil(e.RetryAfter.Seconds()))
 		extra.RetryAfter = secs
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.Set("Retry-After", strconv.Itoa(secs))
 	}
 	if !e.ResetAt.IsZero() {
 		t := e.ResetAt.UTC()
@@ -94,11 +102,15 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	if extra != (ErrorDetailExtra{}) {
 		body.Error.Details = &extra
 	}
-	status := statusOf(e.Code)
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="tessera"`)
+	switch statusOf(e.Code) {
+	case http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", `Bearer realm="tessera"`)
+	case http.StatusRequestEntityTooLarge:
+		// The rest of the body is read and discarded (linger), then the
+		// connection closes: what follows on it is no request.
+		h.Set("Connection", "close")
 	}
-	writeJSON(w, status, body)
+	return body
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -129,8 +141,12 @@ func (c *call) decode(dst any) error {
 	body, err := io.ReadAll(c.r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var cut *tessera.Error // the edge's read deadline (edge.go)
+		switch {
+		case errors.As(err, &mbe):
 			return tooLarge()
+		case errors.As(err, &cut):
+			return cut
 		}
 		return tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body")
 	}

@@ -19,6 +19,7 @@ const (
 	CodeUnauthorized          Code = "unauthorized"
 	CodeForbidden             Code = "forbidden"
 	CodeNotFound              Code = "not_found"
+	CodeMethodNotAllowed      Code = "method_not_allowed"
 	CodeLeaseLost             Code = "lease_lost"
 	CodeVersionConflict       Code = "version_conflict"
 	CodeInvalidState          Code = "invalid_state"

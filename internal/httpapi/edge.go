@@ -1,0 +1,471 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// What one client may hold of the process (SPEC §5: every body has a read
+// deadline; an oversized body is answered 413 and then drained, not reset).
+const (
+	// MaxHeaderBytes bounds a request's header block; beyond it the
+	// answer is 431.
+	MaxHeaderBytes = 64 << 10
+	// DefaultBodyReadTimeout and DefaultMinUploadRate make the body read
+	// deadline: a body must be in within the timeout plus one second per
+	// DefaultMinUploadRate bytes received. A stalled body is cut off after
+	// 10 s; a 1 MiB JSON body may take 26 s, a 32 MiB blob 522 s.
+	DefaultBodyReadTimeout = 10 * time.Second
+	DefaultMinUploadRate   = 64 << 10
+	// lingerBytes bounds the reading and discarding of a body the server
+	// answered without reading (413 above all), as the body read timeout
+	// bounds its time: enough for a client that writes its whole body
+	// before it reads the answer (Python's urllib, Go's net/http) to get
+	// past its write and see the answer, never an unbounded sink.
+	lingerBytes = 64 << 20
+	// drainStall is how long a body read may wait for its next bytes once
+	// the server is draining: a healthy upload goes on, a stalled one is
+	// cut off so the drain ends in time.
+	drainStall = time.Second
+	// refusalTime bounds the answer to a connection over the cap, and
+	// maxRefusing the refusals under way at once; past that a connection
+	// over the cap is closed without an answer.
+	refusalTime = time.Second
+	maxRefusing = 128
+	// closeWait is how long a connection closed under an unread body
+	// keeps reading after its answer, so the answer is not reset away.
+	closeWait = 500 * time.Millisecond
+)
+
+// HTTPServer returns the http.Server to serve s with: header limits, idle
+// timeouts and the connection hooks the edge needs. Serve it on a listener
+// from Listener.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if ec, ok := c.(*edgeConn); ok {
+				ec.setState(st)
+			}
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+type connKey struct{}
+
+// Drain cuts off request bodies that stall: from now on a body read that
+// waits more than drainStall for its next bytes fails, so a graceful
+// shutdown is not held up by clients that send nothing.
+func (s *Server) Drain() {
+	s.bodies.mu.Lock()
+	defer s.bodies.mu.Unlock()
+	s.bodies.draining = true
+	for b := range s.bodies.open {
+		b.drain()
+	}
+}
+
+// bodies is the registry of request bodies being read, for Drain.
+type bodies struct {
+	mu       sync.Mutex
+	draining bool
+	open     map[*bodyWatch]struct{}
+}
+
+// bodyWatch is a request body under its read deadline: start + timeout +
+// one second per rate bytes received, moved forward as bytes arrive.
+type bodyWatch struct {
+	raw   io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	cfg   Config
+	// expectContinue marks a request that waits for "100 Continue" before
+	// it sends its body; the server sends it only when the body is read.
+	expectContinue bool
+
+	mu       sync.Mutex
+	n        int64
+	eof      bool
+	draining bool
+	// cut is set once a read missed the deadline, lingering while the
+	// edge discards the rest of the body.
+	cut, lingering bool
+	deadline       time.Time
+}
+
+// watchBody puts r's body under its read deadline; nil when r has none.
+func (s *Server) watchBody(w http.ResponseWriter, r *http.Request) *bodyWatch {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &bodyWatch{raw: r.Body, rc: http.NewResponseController(w), start: time.Now(), cfg: s.cfg,
+		expectContinue: strings.EqualFold(r.Header.Get("Expect"), "100-continue")}
+	// The edge reads what is left of a body itself (linger), bounded, so
+	// net/http must not: by default it reads up to 256 KiB of it before
+	// writing any answer, with no deadline of its own.
+	_ = b.rc.EnableFullDuplex()
+	s.bodies.mu.Lock()
+	if s.bodies.open == nil {
+		s.bodies.open = map[*bodyWatch]struct{}{}
+	}
+	s.bodies.open[b] = struct{}{}
+	b.draining = s.bodies.draining
+	s.bodies.mu.Unlock()
+	b.mu.Lock()
+	b.setDeadline(b.next(b.start))
+	b.mu.Unlock()
+	return b
+}
+
+// done forgets the body: its request is answered.
+func (s *Server) forgetBody(b *bodyWatch) {
+	if b == nil {
+		return
+	}
+	s.bodies.mu.Lock()
+	delete(s.bodies.open, b)
+	s.bodies.mu.Unlock()
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.raw.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n += int64(n)
+	switch {
+	case err == io.EOF:
+		// The whole body is in: the handler may now run as long as it
+		// needs (a long-poll), with no deadline on the connection.
+		b.eof = true
+		b.setDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded) && !b.lingering:
+		b.cut = true
+		return n, b.cutOff()
+	case err == nil && n > 0 && !b.lingering:
+		b.setDeadline(b.next(time.Now()))
+	}
+	return n, err
+}
+
+func (b *bodyWatch) Close() error { return b.raw.Close() }
+
+// next is the deadline after the bytes received so far. b.mu held.
+func (b *bodyWatch) next(now time.Time) time.Time {
+	d := b.start.Add(b.cfg.BodyReadTimeout + time.Duration(float64(b.n)/float64(b.cfg.MinUploadRate)*float64(time.Second)))
+	if b.draining {
+		d = minTime(d, now.Add(drainStall))
+	}
+	return d
+}
+
+func (b *bodyWatch) setDeadline(t time.Time) {
+	b.deadline = t
+	_ = b.rc.SetReadDeadline(t)
+}
+
+func (b *bodyWatch) drain() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.draining = true
+	if !b.eof {
+		b.setDeadline(minTime(b.deadline, time.Now().Add(drainStall)))
+	}
+}
+
+// cutOff is the answer to a body that missed its deadline.
+func (b *bodyWatch) cutOff() error {
+	if b.draining {
+		return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
+			Message: "the server is shutting down and the request body stalled; send it again"}
+	}
+	return tessera.Errorf(tessera.CodeInvalidRequest,
+		"the request body arrived too slowly: it must be in within %s plus one second per %d bytes", b.cfg.BodyReadTimeout, b.cfg.MinUploadRate)
+}
+
+// linger reads and discards what is left of a body the answer did not
+// need, within the body read timeout and lingerBytes, after sending the
+// answer: a
+// client that writes its whole body before it reads (most do) then sees
+// the answer, where closing with unread bytes would make the kernel reset
+// the connection under it. A body read to its end leaves the connection
+// open for the next request; otherwise it is closed.
+func (b *bodyWatch) linger() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.eof {
+		b.mu.Unlock()
+		return
+	}
+	// A body cut off for its pace is not waited for again, and a client
+	// waiting for "100 Continue" never got it, so it sends nothing.
+	reading := !b.cut && !(b.expectContinue && b.n == 0)
+	if reading {
+		stop := b.cfg.BodyReadTimeout
+		if b.draining {
+			stop = drainStall
+		}
+		b.lingering = true
+		b.setDeadline(time.Now().Add(stop))
+	}
+	b.mu.Unlock()
+	if b.rc.Flush() != nil {
+		return
+	}
+	if reading {
+		if _, err := io.CopyN(io.Discard, b, lingerBytes); err == io.EOF {
+			return
+		}
+	}
+	b.closeConn()
+}
+
+// closeConn closes the connection under a body left unread: first the
+// sending side, so the client reads the answer to its end, then, after a
+// short bounded read, the whole connection.
+func (b *bodyWatch) closeConn() {
+	c, _, err := b.rc.Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(closeWait))
+	_, _ = io.CopyN(io.Discard, c, 64<<10)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Listener wraps ln with the edge's connection handling: at most
+// cfg.MaxConns connections at once (0: no cap), reclaiming idle keep-alive
+// connections first and answering 503 beyond; and the JSON error body on
+// the errors net/http answers itself (431, malformed requests).
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	l := &listener{Listener: ln, srv: s, idle: map[*edgeConn]struct{}{}}
+	if s.cfg.MaxConns > 0 {
+		l.slots = make(chan struct{}, s.cfg.MaxConns)
+	}
+	return l
+}
+
+type listener struct {
+	net.Listener
+	srv   *Server
+	slots chan struct{} // one per open connection; nil: no cap
+
+	mu   sync.Mutex
+	idle map[*edgeConn]struct{}
+
+	refusing atomic.Int32
+	refused  atomic.Int64
+	lastLog  atomic.Int64 // unix seconds of the last refusal logged
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.take() {
+			return &edgeConn{Conn: c, l: l}, nil
+		}
+		l.refuse(c)
+	}
+}
+
+// take takes a connection slot, closing an idle keep-alive connection to
+// free one when all are taken.
+func (l *listener) take() bool {
+	if l.slots == nil {
+		return true
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+	}
+	l.mu.Lock()
+	var victim *edgeConn
+	for c := range l.idle {
+		victim = c
+		break
+	}
+	l.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	victim.Close()
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+		return false // another accept took it; rare, and refusing is fine
+	}
+}
+
+// refuse answers a connection over the cap with 503 and closes it. The
+// answer is written, then the request read (bounded) so the close does not
+// reset it away.
+func (l *listener) refuse(c net.Conn) {
+	n := l.refused.Add(1)
+	if now := time.Now().Unix(); l.lastLog.Load() < now-10 {
+		l.lastLog.Store(now)
+		l.srv.log.Warn("connection refused: at the connection cap", "max_connections", cap(l.slots), "refused_total", n)
+	}
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
+		c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(refusalTime))
+		e := &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the server is at its limit of %d open connections; retry shortly", cap(l.slots))}
+		if _, err := c.Write(rawErrorResponse(http.StatusServiceUnavailable, e)); err != nil {
+			return
+		}
+		if tc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+		}
+		_, _ = io.CopyN(io.Discard, c, 64<<10)
+	}()
+}
+
+// edgeConn is one accepted connection.
+type edgeConn struct {
+	net.Conn
+	l *listener
+	// responding is set while a handler serves a request on the
+	// connection; any response written outside one is net/http's own.
+	responding atomic.Bool
+	closeOnce  sync.Once
+}
+
+func (c *edgeConn) setState(st http.ConnState) {
+	c.l.mu.Lock()
+	if st == http.StateIdle {
+		c.l.idle[c] = struct{}{}
+	} else {
+		delete(c.l.idle, c)
+	}
+	c.l.mu.Unlock()
+	if st == http.StateIdle {
+		c.responding.Store(false)
+	}
+}
+
+func (c *edgeConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.idle, c)
+		c.l.mu.Unlock()
+		if c.l.slots != nil {
+			<-c.l.slots
+		}
+	})
+	return err
+}
+
+// Write gives net/http's own error answers — written straight to the
+// connection, as text/plain, when a request cannot even be parsed (431
+// for headers over MaxHeaderBytes, 400 for malformed requests) — the
+// error body every answer carries.
+func (c *edgeConn) Write(p []byte) (int, error) {
+	if c.responding.Load() {
+		return c.Conn.Write(p)
+	}
+	status, reason, ok := serverError(p)
+	if !ok {
+		return c.Conn.Write(p)
+	}
+	e := tessera.Errorf(tessera.CodeInvalidRequest, "the request is not valid HTTP/1.1 (%s)", reason)
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		e = tessera.Errorf(tessera.CodePayloadTooLarge, "the request headers are over %d bytes", MaxHeaderBytes)
+	}
+	if _, err := c.Conn.Write(rawErrorResponse(status, e)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// serverError parses a complete error response net/http wrote itself.
+func serverError(p []byte) (status int, reason string, ok bool) {
+	line, rest, found := bytes.Cut(p, []byte("\r\n"))
+	if !found || !bytes.Contains(rest, []byte("\r\n\r\n")) {
+		return 0, "", false
+	}
+	proto, after, _ := bytes.Cut(line, []byte(" "))
+	code, text, _ := bytes.Cut(after, []byte(" "))
+	status, err := strconv.Atoi(string(code))
+	if !bytes.HasPrefix(proto, []byte("HTTP/1.")) || err != nil || status < 400 || status > 599 {
+		return 0, "", false
+	}
+	return status, string(text), true
+}
+
+// rawErrorResponse is a whole HTTP/1.1 error answer with the error body,
+// for the places that write to a connection rather than through net/http.
+// The connection closes after it.
+func rawErrorResponse(status int, e *tessera.Error) []byte {
+	h := http.Header{}
+	body, _ := json.Marshal(errorBody(h, e))
+	body = append(body, '\n')
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Connection", "close")
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	_ = h.Write(&b)
+	b.WriteString("\r\n")
+	b.Write(body)
+	return b.Bytes()
+}
+
+// DefaultMaxConns sizes the connection cap to the open-file limit: each
+// connection may hold a second file (a blob being read or received), and
+// 256 stay for the store, the logs and refusals. Without a known limit it
+// is 1024.
+func DefaultMaxConns() int {
+	n := fileLimit()
+	if n == 0 {
+		return 1024
+	}
+	if n > 1<<31 {
+		n = 1 << 31
+	}
+	return max(int(n)-256, 32) / 2
+}

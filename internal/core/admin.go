@@ -33,11 +33,11 @@ func checkPrincipalFields(kind, account, display *string) error {
 	if kind != nil && (!tessera.ValidKind(*kind) || *kind == tessera.KindAnonymous) {
 		return tessera.Invalid("kind", "kind must be user, agent or service")
 	}
-	if account != nil && (len(*account) > MaxAccountLen || !utf8.ValidString(*account)) {
-		return tessera.Invalid("account", "account is at most %d bytes", MaxAccountLen)
+	if account != nil && (len(*account) > MaxAccountLen || !utf8.ValidString(*account) || hasControl(*account)) {
+		return tessera.Invalid("account", "account is at most %d bytes, without control characters", MaxAccountLen)
 	}
-	if display != nil && (len(*display) > MaxDisplayNameLen || !utf8.ValidString(*display)) {
-		return tessera.Invalid("display_name", "display_name is at most %d bytes", MaxDisplayNameLen)
+	if display != nil && (len(*display) > MaxDisplayNameLen || !utf8.ValidString(*display) || hasControl(*display)) {
+		return tessera.Invalid("display_name", "display_name is at most %d bytes, without control characters", MaxDisplayNameLen)
 	}
 	return nil
 }
@@ -309,8 +309,11 @@ func (s *Service) SetAllowance(ctx context.Context, a *auth.Actor, allowance met
 	if err != nil {
 		return nil, err
 	}
-	if allowance.RowsWrittenPerDay < 0 || allowance.RowsReadPerDay < 0 {
-		return nil, tessera.Invalid("rows_written_per_day", "allowances are ≥ 0 (0 = unlimited)")
+	if allowance.RowsWrittenPerDay < 0 {
+		return nil, tessera.Invalid("rows_written_per_day", "rows_written_per_day is ≥ 0 (0 = unlimited)")
+	}
+	if allowance.RowsReadPerDay < 0 {
+		return nil, tessera.Invalid("rows_read_per_day", "rows_read_per_day is ≥ 0 (0 = unlimited)")
 	}
 	if err := s.meter.SetAllowance(ctx, allowance); err != nil {
 		return nil, err

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -63,6 +65,9 @@ func (p *EnqueueParams) validate(now time.Time) error {
 	if p.Title == "" || len(p.Title) > MaxTitleLen {
 		return tessera.Invalid("title", "title is required, at most %d bytes", MaxTitleLen)
 	}
+	if hasControl(p.Title) {
+		return tessera.Invalid("title", "title is one line of text, without control characters")
+	}
 	if len(p.Brief) > MaxBriefLen {
 		return tessera.Invalid("brief", "brief is at most %d bytes", MaxBriefLen)
 	}
@@ -95,6 +100,12 @@ func checkJSON(field string, v json.RawMessage, max int) error {
 		return tessera.Invalid(field, "%s is at most %d bytes", field, max)
 	}
 	return nil
+}
+
+// hasControl reports whether s holds a control character (C0, DEL, C1):
+// names and titles are shown on one line, in logs and on the board.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
 }
 
 func nullToNil(v json.RawMessage) json.RawMessage {

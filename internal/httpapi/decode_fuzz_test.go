@@ -104,8 +104,114 @@ func FuzzDecodeJSON(f *testing.F) {
 			if d := jsonNesting(t, body); d > httpapi.MaxJSONDepth {
 				t.Fatalf("%s: DecodeJSON accepted %q nested %d deep", tg.name, body, d)
 			}
+			wantInterop(t, body)
 		}
 	})
+}
+
+// recordSeeds are record bodies around the value rules: surrogates,
+// numbers at and past the range of a double, escapes, nesting, null.
+var recordSeeds = []string{
+	`{"value":1}`,
+	`{"value":null}`,
+	`{"value":"\ud83d\ude80"}`,
+	`{"value":"\ud800"}`,
+	`{"value":"\udc00\ud800"}`,
+	`{"value":"\ud800\u0041"}`,
+	`{"value":{"\ud800":1}}`,
+	`{"value":"\\ud800"}`,
+	`{"value":"\ufffd"}`,
+	`{"value":"\uFFFD\ud83d"}`,
+	"{\"value\":\"\xef\xbf\xbd\"}",
+	`{"value":1e308}`,
+	`{"value":1.7976931348623157e308}`,
+	`{"value":1.7976931348623159e308}`,
+	`{"value":1e309}`,
+	`{"value":-1e400}`,
+	`{"value":1e-400}`,
+	`{"value":123456789012345678901234567890}`,
+	`{"value":[0,-0,0.5e-3,1E+2,-12.5e10]}`,
+	`{"value":` + strings.Repeat(`[`, 31) + strings.Repeat(`]`, 31) + `}`,
+	`{"value":{"a":[{"b":"c"}]},"if_version":0,"lease_token":"t"}`,
+	`{"value":1,"if_version":1e400}`,
+	`{"if_version":1}`,
+	`{"value":1,"value":2}`,
+}
+
+// FuzzRecordValue checks the decoding of a record write, whose value is
+// any JSON: no input panics it, every refusal is invalid_request, and a
+// value it accepts is one every JSON reader reads alike — numbers within
+// a double, no lone surrogate (which encoding/json would quietly turn
+// into U+FFFD).
+func FuzzRecordValue(f *testing.F) {
+	for _, s := range recordSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var p core.PutRecordParams
+		err := httpapi.DecodeJSON(body, &p)
+		if err != nil {
+			var e *tessera.Error
+			if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
+				t.Fatalf("DecodeJSON(%q) = %#v, want a *tessera.Error with code invalid_request", body, err)
+			}
+			return
+		}
+		if p.Value == nil || !json.Valid(p.Value) {
+			t.Fatalf("DecodeJSON(%q) accepted the value %q", body, p.Value)
+		}
+		if d := jsonNesting(t, p.Value); d >= httpapi.MaxJSONDepth {
+			t.Fatalf("DecodeJSON(%q) accepted a value nested %d deep", body, d)
+		}
+		wantInterop(t, body)
+	})
+}
+
+// wantInterop fails unless body, which the decoder accepted, reads into
+// Go values without loss: every number fits a double, and decoding its
+// strings makes no U+FFFD that the body did not spell.
+func wantInterop(t *testing.T, body []byte) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("accepted %q, which encoding/json cannot read: %v", body, err)
+	}
+	// Every string token, keys included (and repeated keys, which a map
+	// would fold), as the standard tokenizer decodes it.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	decoded := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("tokenize %q: %v", body, err)
+		}
+		if s, ok := tok.(string); ok {
+			decoded += strings.Count(s, "\ufffd")
+		}
+	}
+	if spelled := spelledReplacements(body); decoded != spelled {
+		t.Fatalf("accepted %q: decoding makes %d U+FFFD where the body spells %d (a lone surrogate got through)", body, decoded, spelled)
+	}
+}
+
+// spelledReplacements counts the U+FFFD a JSON text spells: as UTF-8 or
+// as a \ufffd escape.
+func spelledReplacements(b []byte) int {
+	n := strings.Count(string(b), "\ufffd")
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+5 < len(b) && b[i+1] == 'u' && strings.EqualFold(string(b[i+2:i+6]), "fffd") {
+			n++
+		}
+		i++ // the escaped character is not an escape itself
+	}
+	return n
 }
 
 // jsonNesting is the nesting depth of a valid JSON value, by the standard
@@ -152,8 +258,8 @@ func TestDecodeJSON(t *testing.T) {
 		{"claim", claim, `{"queue":"default","lease_seconds":60,"wait_seconds":20}`, true, ""},
 		{"submit", submit, `{"lease_token":"tok","outcome":"succeeded","result":{"summary":"…"}}`, true, ""},
 		{"unicode and escapes", enqueue, `{"title":"Tïtle ✓ 🚀 \u00e9\u0000\ud83d\ude80"}`, true, ""},
-		{"depth 32 in a payload", enqueue, `{"payload":` + strings.Repeat(`[`, 31) + strings.Repeat(`]`, 31) + `}`, true, ""},
-		{"brackets inside a string", enqueue, `{"payload":"` + strings.Repeat(`[`, 100) + `\"["}`, true, ""},
+		{"depth 32 in a payload", enqueue, `{"title":"t","payload":` + strings.Repeat(`[`, 31) + strings.Repeat(`]`, 31) + `}`, true, ""},
+		{"brackets inside a string", enqueue, `{"title":"t","payload":"` + strings.Repeat(`[`, 100) + `\"["}`, true, ""},
 
 		{"depth 33", enqueue, `{"payload":` + strings.Repeat(`[`, 32) + strings.Repeat(`]`, 32) + `}`, false, ""},
 		{"unclosed depth", claim, strings.Repeat(`[`, 10000), false, ""},

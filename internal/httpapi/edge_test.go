@@ -281,16 +281,18 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 	}
 }
 
-// sendPaced writes body in 10 KiB pieces, rate bytes per second.
+// sendPaced writes body in 10 KiB pieces at rate bytes per second, on a
+// schedule from the start, so a late wake-up is caught up.
 func sendPaced(c net.Conn, body []byte, rate int) error {
 	const piece = 10 << 10
-	for len(body) > 0 {
-		n := min(piece, len(body))
-		if _, err := c.Write(body[:n]); err != nil {
+	start := time.Now()
+	for sent := 0; sent < len(body); {
+		n := min(piece, len(body)-sent)
+		if _, err := c.Write(body[sent : sent+n]); err != nil {
 			return err
 		}
-		body = body[n:]
-		time.Sleep(time.Duration(n) * time.Second / time.Duration(rate))
+		sent += n
+		time.Sleep(time.Until(start.Add(time.Duration(sent) * time.Second / time.Duration(rate))))
 	}
 	return nil
 }
@@ -299,14 +301,14 @@ func sendPaced(c net.Conn, body []byte, rate int) error {
 // rate, and is cut off when it falls below it.
 func TestUploadsKeepTheMinimumRate(t *testing.T) {
 	s := edgeServer(t) // 300 ms, then 100 KiB/s
-	data := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 400<<10/16)
 	up := s.declare(201, "main", adminKey, data, nil)
 	head := fmt.Sprintf("PUT /v1/blobs/uploads/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", up.UploadID, adminKey, len(data))
 
-	// 300 KiB at 200 KiB/s takes 1.5 s, five times the grace, yet keeps
-	// ahead of the rate.
+	// 400 KiB at 400 KiB/s takes a second, three times the grace, yet
+	// keeps well ahead of the rate.
 	c, br := dialHeld(t, s.URL, head)
-	if err := sendPaced(c, data, 200<<10); err != nil {
+	if err := sendPaced(c, data, 400<<10); err != nil {
 		t.Fatal(err)
 	}
 	r := readAnswer(t, br)
@@ -314,7 +316,7 @@ func TestUploadsKeepTheMinimumRate(t *testing.T) {
 		t.Fatalf("a steady upload above the rate: %d %s", r.Status, r.Body)
 	}
 
-	// At 20 KiB/s it falls behind within a second.
+	// At 20 KiB/s it falls behind within half a second.
 	c, br = dialHeld(t, s.URL, head)
 	go func() { _ = sendPaced(c, data, 20<<10) }()
 	wantError(t, readAnswer(t, br), 400, "invalid_request", "")

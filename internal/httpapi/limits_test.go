@@ -134,6 +134,38 @@ func TestLimitsMalformedBodies(t *testing.T) {
 		{"admin limit 201", "GET", "/v1/admin/keys?limit=201", nil, "limit"},
 		{"admin bad cursor", "GET", "/v1/admin/principals?cursor=***", nil, "cursor"},
 		{"principal bad kind", "POST", "/v1/admin/principals", map[string]any{"kind": "robot"}, "kind"},
+
+		// Values any JSON reader reads alike (RFC 8259 §6, §8.2).
+		{"lone high surrogate in a payload", "POST", "/v1/tasks", `{"title":"x","payload":{"a":"\ud800"}}`, "payload"},
+		{"lone low surrogate in a payload key", "POST", "/v1/tasks", `{"title":"x","payload":{"\udc00":1}}`, "payload"},
+		{"reversed pair in a payload", "POST", "/v1/tasks", `{"title":"x","payload":"\ude80\ud83d"}`, "payload"},
+		{"number beyond a double in a payload", "POST", "/v1/tasks", `{"title":"x","payload":[1,1e400]}`, "payload"},
+		{"negative number beyond a double", "POST", "/v1/tasks", `{"title":"x","payload":{"n":-2e308}}`, "payload"},
+		{"lone surrogate in a title", "POST", "/v1/tasks", `{"title":"a\ud800b"}`, "title"},
+		{"lone surrogate in a result", "POST", submitPath, `{"lease_token":"` + tok + `","outcome":"succeeded","result":"\udfff"}`, "result"},
+		{"number beyond a double in a result", "POST", submitPath, `{"lease_token":"` + tok + `","outcome":"succeeded","result":1e999}`, "result"},
+		{"lone surrogate in progress", "POST", "/v1/claims/" + task.ID + "/heartbeat", `{"lease_token":"` + tok + `","progress":{"s":"\ud800"}}`, "progress"},
+		{"number beyond a double in progress", "POST", "/v1/claims/" + task.ID + "/heartbeat", `{"lease_token":"` + tok + `","progress":1E+309}`, "progress"},
+		{"lone surrogate in a record value", "PUT", "/v1/records/b/k", `{"value":["\ud800"]}`, "value"},
+		{"number beyond a double in a record value", "PUT", "/v1/records/b/k", `{"value":{"n":1e400}}`, "value"},
+		{"run_at as a number", "POST", "/v1/tasks", `{"title":"x","run_at":12}`, "run_at"},
+		{"expires_at as a number", "POST", "/v1/admin/keys", `{"principal_id":"x","scopes":["read"],"expires_at":1700000000}`, "expires_at"},
+		{"control character in a title", "POST", "/v1/tasks", map[string]any{"title": "a\u0007b"}, "title"},
+		{"escape sequence in a title", "POST", "/v1/tasks", map[string]any{"title": "\u001b[31mred"}, "title"},
+		{"newline in a title", "POST", "/v1/tasks", map[string]any{"title": "two\nlines"}, "title"},
+		{"C1 control in a display name", "POST", "/v1/admin/principals", map[string]any{"kind": "agent", "display_name": "a\u0085b"}, "display_name"},
+		{"control character in an account", "POST", "/v1/admin/principals", map[string]any{"kind": "agent", "account": "a\u0000b"}, "account"},
+		{"null for a string", "POST", "/v1/tasks", `{"title":null}`, "title"},
+		{"null for a number", "POST", "/v1/tasks", `{"title":"x","priority":null}`, "priority"},
+		{"null for a list", "POST", "/v1/tasks", `{"title":"x","labels":null}`, "labels"},
+		{"allowance without fields", "PUT", "/v1/admin/storage/allowance", `{}`, "rows_read_per_day"},
+		{"allowance without the read one", "PUT", "/v1/admin/storage/allowance", `{"rows_written_per_day":5}`, "rows_read_per_day"},
+		{"allowance without the written one", "PUT", "/v1/admin/storage/allowance", `{"rows_read_per_day":5}`, "rows_written_per_day"},
+		{"negative read allowance", "PUT", "/v1/admin/storage/allowance", `{"rows_written_per_day":0,"rows_read_per_day":-1}`, "rows_read_per_day"},
+		{"negative written allowance", "PUT", "/v1/admin/storage/allowance", `{"rows_written_per_day":-1,"rows_read_per_day":0}`, "rows_written_per_day"},
+		{"bucket without public", "PUT", "/v1/buckets/b", `{}`, "public"},
+		{"submit without a lease token", "POST", submitPath, `{"outcome":"succeeded"}`, "lease_token"},
+		{"record without a value", "PUT", "/v1/records/b/k", `{"if_version":0}`, "value"},
 		{"key bad scope", "POST", "/v1/admin/keys", map[string]any{"principal_id": "x", "scopes": []string{"root"}}, "scopes"},
 	}
 	for _, tc := range cases {
@@ -142,15 +174,25 @@ func TestLimitsMalformedBodies(t *testing.T) {
 		})
 	}
 
-	// Nothing above acted: one task, still leased, and the bounds' edges
-	// are accepted.
+	// Nothing above acted: one task, still leased, no record, no bucket,
+	// the allowance as it was; and the bounds' edges are accepted.
 	if ids := s.listIDs("main", adminKey, ""); len(ids) != 1 {
 		t.Fatalf("refused requests created tasks: %v", ids)
+	}
+	wantError(t, s.do("GET", "/v1/records/b/k", adminKey, nil), 404, "not_found", "")
+	if r := s.must(200, "GET", "/v1/buckets", adminKey, nil); !strings.Contains(string(r.Body), `"buckets":[]`) {
+		t.Fatalf("refused requests created a bucket: %s", r.Body)
+	}
+	if r := s.must(200, "GET", "/v1/admin/storage", adminKey, nil); !strings.Contains(string(r.Body), `"allowance":{"rows_written_per_day":0,"rows_read_per_day":0}`) {
+		t.Fatalf("refused requests changed the allowance: %s", r.Body)
 	}
 	if got := s.task("main", adminKey, task.ID); got.State != tessera.StateLeased || got.Attempts != 1 {
 		t.Fatalf("refused requests changed the held task: %s", got.State)
 	}
 	s.must(201, "POST", "/v1/tasks", adminKey, nested(32))
+	// Surrogate pairs, large and tiny doubles, and control characters
+	// inside a payload are fine; so are tabs and newlines in a brief.
+	s.must(201, "POST", "/v1/tasks", adminKey, `{"title":"ok \ud83d\ude80","brief":"line\n\tline","payload":{"rocket":"\ud83d\ude80","big":1.7976931348623157e308,"tiny":1e-400,"ctl":"\u0007"}}`)
 	s.must(201, "POST", "/v1/tasks", adminKey, map[string]any{
 		"title": strings.Repeat("t", 200), "labels": strings.Split("a b c d e f g h i j k l m n o p", " "),
 		"priority": 1_000_000, "max_attempts": 100, "queue": strings.Repeat("q", 64),

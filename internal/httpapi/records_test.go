@@ -376,7 +376,7 @@ func TestRecordMalformedNames(t *testing.T) {
 		wantError(t, s.do("PUT", c.path, w, map[string]any{"value": 1}), 400, "invalid_request", c.field)
 		wantError(t, s.do("GET", c.path, w, nil), 400, "invalid_request", c.field)
 	}
-	wantError(t, s.do("PUT", "/v1/buckets/bad%20bucket", w, map[string]any{}), 400, "invalid_request", "bucket")
+	wantError(t, s.do("PUT", "/v1/buckets/bad%20bucket", w, map[string]any{"public": true}), 400, "invalid_request", "bucket")
 	wantError(t, s.do("GET", "/v1/records/bad%20bucket", w, nil), 400, "invalid_request", "bucket")
 	// The widest names accepted.
 	s.putRecord(201, "main", w, strings.Repeat("b", 64)+"/"+strings.Repeat("k", 256), map[string]any{"value": 1})

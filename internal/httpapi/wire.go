@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,30 +169,30 @@ func DecodeJSON(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		var timeErr *time.ParseError
-		if errors.As(err, &timeErr) {
-			// The decoder does not say which field held the bad timestamp.
-			f := badTimeField(body, dst)
-			return tessera.Invalid(f, "%s must be an RFC 3339 timestamp", cmp.Or(f, "timestamps"))
+		if f, ok := badField(body, dst, err); ok {
+			return f
 		}
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return tessera.Errorf(tessera.CodeInvalidRequest, "the request body holds more than one JSON value")
 	}
-	if err := exactKeys(body, dst); err != nil {
-		return err
-	}
-	return nil
+	return checkFields(body, dst)
 }
 
-// badTimeField names the top-level field of body whose value is not a
-// timestamp dst accepts, by decoding each field on its own ("" if none).
-// exactKeys holds the body's top-level keys to the field names exactly:
-// encoding/json also accepts a key that matches only case-insensitively
-// ("TITLE"), and a key given twice (keeping the last), and §5 rejects
-// unknown fields.
-func exactKeys(body []byte, dst any) error {
+// field is what the decoder demands of one body field.
+type field struct {
+	// required fields are those without omitempty or omitzero: the same
+	// rule the API description marks them required by.
+	required bool
+	// nullable fields take null: pointers and any-JSON values.
+	nullable bool
+	typ      reflect.Type
+}
+
+// bodyFields lists the JSON fields of dst's struct type, nil if it is
+// not a struct.
+func bodyFields(dst any) map[string]field {
 	t := reflect.TypeOf(dst)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -198,20 +200,40 @@ func exactKeys(body []byte, dst any) error {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	names := map[string]bool{}
+	fields := map[string]field{}
 	var collect func(reflect.Type)
 	collect = func(t reflect.Type) {
 		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 			switch {
 			case f.Anonymous && f.Type.Kind() == reflect.Struct && name == "":
 				collect(f.Type)
 			case name != "-" && f.IsExported():
-				names[cmp.Or(name, f.Name)] = true
+				k := f.Type.Kind()
+				fields[cmp.Or(name, f.Name)] = field{
+					required: !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero"),
+					nullable: k == reflect.Pointer || k == reflect.Interface || f.Type == rawJSON,
+					typ:      f.Type,
+				}
 			}
 		}
 	}
 	collect(t)
+	return fields
+}
+
+var rawJSON = reflect.TypeFor[json.RawMessage]()
+
+// checkFields holds the body's top-level keys to dst's fields: exactly
+// (encoding/json also takes a key that matches only case-insensitively,
+// "TITLE", and a key given twice, keeping the last), every required field
+// present, null only where the field takes it, and every value one that
+// any JSON reader reads alike (checkValue).
+func checkFields(body []byte, dst any) error {
+	fields := bodyFields(dst)
+	if fields == nil {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil // the decoder accepted it: null
@@ -223,44 +245,145 @@ func exactKeys(body []byte, dst any) error {
 			return decodeError(err)
 		}
 		key, _ := tok.(string)
-		if !names[key] {
+		f, ok := fields[key]
+		if !ok {
 			return tessera.Invalid(key, "unknown field %q", key)
 		}
 		if seen[key] {
 			return tessera.Invalid(key, "field %q is given twice", key)
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return decodeError(err)
+		}
+		if string(raw) == "null" && !f.nullable {
+			return tessera.Invalid(key, "%s must not be null", key)
+		}
+		if err := checkValue(raw); err != nil {
+			return tessera.Invalid(key, "%s %s", key, err)
+		}
+	}
+	var missing []string
+	for name, f := range fields {
+		if f.required && !seen[name] {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return tessera.Invalid(missing[0], "%s is required", missing[0])
+	}
+	return nil
+}
+
+// checkValue refuses what valid JSON may hold but readers disagree on
+// (RFC 8259 §8.2, §6; RFC 7493): a string escape of half a surrogate pair,
+// which encoding/json turns into U+FFFD and other readers reject or keep,
+// and a number beyond the range of an IEEE-754 double, which most readers
+// cannot hold. raw is valid JSON.
+func checkValue(raw []byte) error {
+	for i := 0; i < len(raw); i++ {
+		switch ch := raw[i]; {
+		case ch == '"':
+			end, err := checkString(raw, i+1)
+			if err != nil {
+				return err
+			}
+			i = end
+		case ch == '-' || ch >= '0' && ch <= '9':
+			j := i
+			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
+				j++
+			}
+			if _, err := strconv.ParseFloat(string(raw[i:j]), 64); err != nil {
+				return fmt.Errorf("holds the number %.40s, beyond the range of a double", raw[i:j])
+			}
+			i = j - 1
 		}
 	}
 	return nil
 }
 
-func badTimeField(body []byte, dst any) string {
-	var fields map[string]json.RawMessage
-	t := reflect.TypeOf(dst)
-	if t == nil || t.Kind() != reflect.Pointer || json.Unmarshal(body, &fields) != nil {
-		return ""
+// checkString scans the string whose contents start at raw[i] and returns
+// the index of its closing quote.
+func checkString(raw []byte, i int) (int, error) {
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			return i, nil
+		case '\\':
+			if raw[i+1] != 'u' {
+				i++
+				continue
+			}
+			r := hex4(raw[i+2 : i+6])
+			i += 5
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return 0, errors.New("holds a lone low surrogate escape")
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+					return 0, errors.New("holds a lone high surrogate escape")
+				}
+				if low := hex4(raw[i+3 : i+7]); low < 0xDC00 || low > 0xDFFF {
+					return 0, errors.New("holds a lone high surrogate escape")
+				}
+				i += 6
+			}
+		}
 	}
-	for name, v := range fields {
-		one, err := json.Marshal(map[string]json.RawMessage{name: v})
+	return i, nil
+}
+
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b), 16, 32)
+	return rune(n)
+}
+
+// badField names the top-level field of body that made the decoder fail
+// with err when the decoder itself does not (a value's own UnmarshalJSON
+// failing, as time.Time's does for a number), by decoding each field on
+// its own in body order.
+func badField(body []byte, dst any, err error) (*tessera.Error, bool) {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &typeErr) || errors.As(err, &syntaxErr) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, false
+	}
+	t := reflect.TypeOf(dst)
+	fields := bodyFields(dst)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') || t.Kind() != reflect.Pointer {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
 		if err != nil {
+			return nil, false
+		}
+		name, _ := tok.(string)
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			return nil, false
+		}
+		one, _ := json.Marshal(map[string]json.RawMessage{name: raw})
+		if json.Unmarshal(one, reflect.New(t.Elem()).Interface()) == nil {
 			continue
 		}
-		var timeErr *time.ParseError
-		if errors.As(json.Unmarshal(one, reflect.New(t.Elem()).Interface()), &timeErr) {
-			return name
+		if ft := fields[name].typ; ft == timeType || ft == reflect.PointerTo(timeType) {
+			return tessera.Invalid(name, "%s must be an RFC 3339 timestamp string", name), true
 		}
+		return tessera.Invalid(name, "%s does not fit this route", name), true
 	}
-	return ""
+	return nil, false
 }
+
+var timeType = reflect.TypeFor[time.Time]()
 
 func decodeError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
-	var timeErr *time.ParseError
 	switch {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
@@ -270,8 +393,6 @@ func decodeError(err error) error {
 		return tessera.Invalid(field, "%s must be %s", field, jsonKind(typeErr.Type.Kind().String()))
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
 		return tessera.Errorf(tessera.CodeInvalidRequest, "the request body is not valid JSON")
-	case errors.As(err, &timeErr):
-		return tessera.Errorf(tessera.CodeInvalidRequest, "timestamps must be RFC 3339")
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)

@@ -93,7 +93,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer a.Close()
 	if a.Refused != nil {
-		log.Warn("storage allowance spent; serving without a store until it resets", "err", a.Refused)
+		log.Warn("storage refused at start-up; serving discovery, and this error for the rest until restarted", "err", a.Refused)
 	}
 	if a.CreatedKey != "" {
 		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", a.CreatedKey)

@@ -55,7 +55,8 @@ type App struct {
 	// store, to be shown once; "" otherwise.
 	CreatedKey string
 	// Refused is set when the store could not be opened because the
-	// storage allowance refused it: the app serves without a store.
+	// storage allowance refused it, or storage was unavailable (a full
+	// disk): the app serves discovery, and the same error for the rest.
 	Refused error
 
 	closeStore func() error
@@ -80,24 +81,31 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	}
 	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}}
 	db, err := openStore(ctx, o, m)
-	switch {
-	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted:
-		a.Refused = err
-		a.Store = store.Refusing(err)
-	case err != nil:
-		return nil, err
-	default:
+	switch err = sqlite.Unavailable(err); {
+	case err == nil:
 		a.Store, a.closeStore = db, db.Close
 		// From here the day's totals are the deployment's, kept in the
-		// store; the file only caches them.
+		// store; the file only caches them. The ledger is attached even
+		// when its first sync fails, which keeps its rows for the next.
 		if err := m.Attach(ctx, db); err != nil {
+			o.Log.Warn("meter totals not synced at start-up; kept for the next sync", "err", err)
+		}
+		a.CreatedKey, err = core.Bootstrap(ctx, db, o.Clock, o.AdminKey)
+		// Storage that cannot serve for now (a full disk) is no reason
+		// not to start: the store stays open and answers 503 until it can.
+		if err = sqlite.Unavailable(err); tessera.ErrorCode(err) == tessera.CodeUnavailable {
+			o.Log.Warn("storage unavailable at start-up; serving, with 503 until it can write", "err", err)
+			err = nil
+		}
+		if err != nil {
 			db.Close()
 			return nil, err
 		}
-		if a.CreatedKey, err = core.Bootstrap(ctx, db, o.Clock, o.AdminKey); err != nil {
-			db.Close()
-			return nil, err
-		}
+	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted, tessera.ErrorCode(err) == tessera.CodeUnavailable:
+		a.Refused = err
+		a.Store = store.Refusing(err)
+	default:
+		return nil, err
 	}
 	if o.Core.PublicURL == "" {
 		o.Core.PublicURL = o.HTTP.PublicURL
@@ -139,7 +147,7 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) 
 		if err != nil {
 			return nil, err // not a typed nil in an interface
 		}
-		return db, nil
+		return availableStore{db}, nil
 	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
 		db, err := postgres.Open(ctx, o.Store, m, postgres.WithLogger(o.Log))
 		if err != nil {
@@ -148,6 +156,20 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) 
 		return db, nil
 	}
 	return nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
+}
+
+// availableStore answers the engine's transient faults (a full disk, an
+// I/O error, a lock held past the busy timeout) as 503 unavailable on
+// every transaction: SQLite reports them at BEGIN and COMMIT too, where no
+// statement's error translation sees them.
+type availableStore struct{ *sqlite.DB }
+
+func (s availableStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return sqlite.Unavailable(s.DB.Update(ctx, fn))
+}
+
+func (s availableStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	return sqlite.Unavailable(s.DB.View(ctx, fn))
 }
 
 // Close stops the core (ending long-polls, writing buffered counters), syncs

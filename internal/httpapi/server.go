@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -37,6 +38,8 @@ type Server struct {
 	metricsReg *serverMetrics
 	// bodies are the request bodies being read (edge.go).
 	bodies bodies
+	// unavailable paces the warnings of storage faults.
+	unavailable faultLog
 	// patterns records every registered pattern, so a test can hold the
 	// API description to all of them.
 	patterns []string
@@ -223,6 +226,7 @@ func (s *Server) handler(rt route, namespaced bool) http.HandlerFunc {
 			return
 		}
 		writeError(w, s.log, err)
+		s.unavailable.note(s.log, err)
 		// Every failure is counted, never evented (SPEC §9); a malformed
 		// namespace is counted under main, since it names none.
 		principal := ""
@@ -328,6 +332,36 @@ func (s *Server) authenticate(r *http.Request) (*auth.Actor, error) {
 		return nil, tessera.ErrUnauthorized
 	}
 	return s.core.Authenticate(r.Context(), strings.TrimSpace(bearer))
+}
+
+// faultLog warns of answers 503 unavailable caused by a fault underneath
+// (a full disk, an I/O error): the operator must hear of it, but at most
+// every 10 s, or a full disk would fill the log as fast as requests come.
+type faultLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (f *faultLog) note(log *slog.Logger, err error) {
+	// A fault underneath is a store error translated to unavailable with
+	// its cause behind it, or a filesystem error.
+	var e *tessera.Error
+	if errors.As(err, &e) {
+		if e.Code != tessera.CodeUnavailable || error(e) == err {
+			return
+		}
+	} else if diskFault(err) == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.last) < 10*time.Second {
+		f.suppressed++
+		return
+	}
+	log.Warn("storage unavailable: answering 503", "err", err, "unlogged_since_last", f.suppressed)
+	f.last, f.suppressed = time.Now(), 0
 }
 
 type statusRecorder struct {

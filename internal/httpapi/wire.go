@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -74,9 +75,12 @@ type ErrorDetailExtra struct {
 func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var e *tessera.Error
 	if !errors.As(err, &e) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			e = tessera.Errorf(tessera.CodeUnavailable, "the request was canceled")
-		} else {
+		case diskFault(err) != nil:
+			e = diskFault(err)
+		default:
 			log.Error("internal error", "err", err)
 			e = tessera.Errorf(tessera.CodeInternal, "internal error")
 		}
@@ -113,6 +117,22 @@ func errorBody(h http.Header, e *tessera.Error) ErrorBody {
 		h.Set("Connection", "close")
 	}
 	return body
+}
+
+// diskFault is the 503 unavailable of a filesystem that cannot take
+// more (blob bytes live beside the store), nil for any other error.
+func diskFault(err error) *tessera.Error {
+	why := ""
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		why = "the disk is full"
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
+		why = "its files cannot be read or written"
+	default:
+		return nil
+	}
+	return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: 30 * time.Second,
+		Message: "storage is unavailable (" + why + "); the operation was not completed"}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

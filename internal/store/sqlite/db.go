@@ -26,11 +26,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 //go:embed migrations/*.sql
@@ -516,7 +518,36 @@ func translate(err error) error {
 	if errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY) || errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) {
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
-	return err
+	return Unavailable(err)
+}
+
+// Unavailable maps the engine's errors that say storage cannot serve for
+// now — the disk is full, the file cannot be read or written, the database
+// stays locked past the busy timeout — to the API's 503 unavailable with a
+// Retry-After, keeping the engine's error behind it for the logs. Any other
+// error comes back as it was: a 500 is for bugs. SQLite reports a full
+// disk at COMMIT as often as at a statement, and opening a store is no
+// statement, so the server applies this to whole transactions and to Open
+// as well as to each statement.
+func Unavailable(err error) error {
+	var e *tessera.Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	var why string
+	wait := 30 * time.Second
+	switch {
+	case errors.Is(err, sqlite3.FULL):
+		why = "the disk is full"
+	case errors.Is(err, sqlite3.IOERR), errors.Is(err, sqlite3.CANTOPEN), errors.Is(err, sqlite3.READONLY):
+		why = "its files cannot be written or read: a full disk or an I/O error"
+	case errors.Is(err, sqlite3.BUSY), errors.Is(err, sqlite3.LOCKED):
+		why, wait = "the database is locked", time.Second
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: wait,
+		Message: "storage is unavailable (" + why + "); the operation was not completed"}, err)
 }
 
 func firstLine(sql string) string {

@@ -122,7 +122,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
 	if ferr := svc.FlushCounters(context.Background(), true); ferr != nil {
-		log.Warn("counters not written", "err", ferr)
+		log.Warn("counters lost: the final flush failed", "err", ferr)
 	}
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)

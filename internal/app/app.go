@@ -110,6 +110,9 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if o.Core.PublicURL == "" {
 		o.Core.PublicURL = o.HTTP.PublicURL
 	}
+	if o.Core.Log == nil {
+		o.Core.Log = o.Log
+	}
 	a.Core = core.New(a.Store, auth.NewAuthenticator(a.Store, o.Clock, KeyCacheTTL), m, o.Clock, o.Core)
 	blobs, err := blobfs.Open(filepath.Join(o.DataDir, "blobs"))
 	if err == nil {
@@ -125,7 +128,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	persistCtx, cancel := context.WithCancel(context.Background())
 	persisted := make(chan struct{})
 	go func() {
-		m.Persist(persistCtx, 2*time.Second, func(err error) { o.Log.Warn("meter totals not synced; kept for the next sync", "err", err) })
+		m.Persist(persistCtx, 2*time.Second, func(err error) { o.Log.Warn("meter totals not synced", "err", err) })
 		close(persisted)
 	}()
 	a.stopMeter = func() { cancel(); <-persisted }

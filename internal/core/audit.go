@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -242,7 +243,9 @@ func (s *Service) Count(principalID, ns, action, outcome string) {
 	if full && s.audit.flushing.CompareAndSwap(false, true) {
 		go func() {
 			defer s.audit.flushing.Store(false)
-			_ = s.FlushCounters(context.Background(), true)
+			if err := s.FlushCounters(context.Background(), true); err != nil {
+				s.cfg.Log.Warn("counter flush failed; the counters stay buffered for the next flush", "err", err)
+			}
 		}()
 	}
 }
@@ -289,8 +292,9 @@ func (s *Service) FlushCounters(ctx context.Context, all bool) error {
 			s.audit.pending[counterKey{c.Minute.Unix() / 60, c.Namespace, c.PrincipalID, c.Action, c.Outcome}] += c.Count
 		}
 		s.audit.mu.Unlock()
+		return fmt.Errorf("counters not written (%d): %w", len(batch), err)
 	}
-	return err
+	return nil
 }
 
 // observe makes the observational writes of §8: last_used_at when it is
@@ -528,19 +532,28 @@ func (s *Service) background() {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	var swept time.Time
+	log := s.cfg.Log
 	for {
 		select {
 		case <-s.done:
-			_ = s.FlushCounters(context.Background(), true)
+			if err := s.FlushCounters(context.Background(), true); err != nil {
+				log.Warn("counters lost: the final flush failed", "err", err)
+			}
 			close(s.stopped)
 			return
 		case <-tick.C:
 			ctx := context.Background()
-			_ = s.FlushCounters(ctx, false)
-			_, _ = s.RunRetention(ctx)
+			if err := s.FlushCounters(ctx, false); err != nil {
+				log.Warn("counter flush failed; the counters stay buffered for the next flush", "err", err)
+			}
+			if _, err := s.RunRetention(ctx); err != nil {
+				log.Warn("retention pass failed; rows past the audit window stay until the next pass", "next_in", retentionEvery, "err", err)
+			}
 			if now := s.clock.Now(); now.Sub(swept) >= time.Minute {
 				swept = now
-				_, _ = s.SweepUploads(ctx)
+				if _, err := s.SweepUploads(ctx); err != nil {
+					log.Warn("upload sweep failed; expired uploads and their bytes stay until the next sweep", "next_in", time.Minute, "err", err)
+				}
 			}
 		}
 	}

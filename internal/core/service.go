@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type Config struct {
 	// kept (with their runs and events) before retention deletes them;
 	// 0 keeps them forever.
 	RetainFinished time.Duration
+	// Log hears of background failures (counter flushes, retention,
+	// upload sweeps) and what they lost or will retry; nil discards.
+	Log *slog.Logger
 }
 
 // DefaultRetainFinished is how long finished tasks are kept by default.
@@ -86,6 +90,9 @@ type Service struct {
 
 // New returns a Service over s.
 func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clock, cfg Config) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	svc := &Service{
 		store:      s,
 		auth:       a,

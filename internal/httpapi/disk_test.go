@@ -80,7 +80,7 @@ func TestFullDiskIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := tessera.NewManualClock(time.Now())
-	s, stop := serverAt(t, dir, clock)
+	s, stop, logs := loggedServer(t, dir, clock)
 	reader, _ := s.newKey("agent", "namespace:main", "read")
 	s.enqueue("main", adminKey, map[string]any{"title": "before"})
 
@@ -93,6 +93,18 @@ func TestFullDiskIsUnavailable(t *testing.T) {
 	wantUnavailable(t, s.do("GET", "/v1/counts", reader, nil), "30")
 	for _, p := range []string{"/healthz", "/v1/health", "/v1/openapi.json", "/connect.json"} {
 		s.must(200, "GET", p, "", nil)
+	}
+	// The operator hears of it: the 503s (at most every 10 s), and the
+	// meter's totals, synced every 2 s, kept for the next sync.
+	if lines := logs.lines("storage unavailable: answering 503"); len(lines) != 1 || !strings.Contains(lines[0], "disk I/O error") {
+		t.Errorf("503 warnings: %q", lines)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.lines("meter totals not synced")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lines := logs.lines("meter totals not synced"); len(lines) == 0 || !strings.Contains(lines[0], "kept for the next sync") {
+		t.Errorf("meter sync warnings: %q", lines)
 	}
 	// Once there is room again, writes work, without a restart; the
 	// refused enqueue did not happen.
@@ -108,12 +120,16 @@ func TestFullDiskIsUnavailable(t *testing.T) {
 	// built; discovery needs no storage.)
 	stop()
 	free = fill(t, disk)
-	s, stop = serverAt(t, dir, clock)
+	s, stop, logs = loggedServer(t, dir, clock)
 	wantUnavailable(t, s.do("POST", "/v1/tasks", adminKey, big), "30")
 	wantUnavailable(t, s.do("GET", "/v1/counts", reader, nil), "30")
 	wantUnavailable(t, s.do("GET", "/healthz", "", nil), "30")
 	s.must(200, "GET", "/v1/openapi.json", "", nil)
 	stop()
+	// What could not be written at shutdown is reported lost.
+	if lines := logs.lines("counters lost: the final flush failed"); len(lines) != 1 {
+		t.Errorf("final counter flush: %q", lines)
+	}
 
 	// A store that cannot even be created: discovery answers, the rest
 	// is 503 unavailable.

@@ -290,14 +290,14 @@ func (m *Meter) Sync(ctx context.Context) error {
 			delete(carried, d)
 			m.putBack(carried, pending)
 			m.putBack(map[string]rows{d: r}, rows{})
-			return fmt.Errorf("meter: sync %s: %w", d, err)
+			return fmt.Errorf("meter: sync %s (%d rows written, %d read): %w", d, r.written, r.read, err)
 		}
 		delete(carried, d)
 	}
 	got, err := l.LedgerAdd(ctx, day, pending.written, pending.read)
 	if err != nil {
 		m.putBack(nil, pending)
-		return fmt.Errorf("meter: sync %s: %w", day, err)
+		return fmt.Errorf("meter: sync %s (%d rows written, %d read): %w", day, pending.written, pending.read, err)
 	}
 	m.mu.Lock()
 	if m.day == day {
@@ -382,20 +382,35 @@ func syncDir(dir string) error {
 }
 
 // Persist syncs every interval until ctx ends, then once more. A crash
-// loses at most one interval of this node's counting, never data.
+// loses at most one interval of this node's counting, never data. A
+// failed sync keeps its rows for the next; onErr hears of it, at most
+// once a minute while syncs keep failing (a full disk fails every one),
+// and of a failed last sync, whose rows are lost.
 func (m *Meter) Persist(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	if onErr == nil {
+		onErr = func(error) {}
+	}
+	var reported time.Time
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
-			if err := m.Sync(context.Background()); err != nil && onErr != nil {
-				onErr(err)
+			if err := m.Sync(context.Background()); err != nil {
+				onErr(fmt.Errorf("the last sync failed, its rows are lost: %w", err))
 			}
 			return
 		case <-t.C:
-			if err := m.Sync(ctx); err != nil && onErr != nil && ctx.Err() == nil {
-				onErr(err)
+			err := m.Sync(ctx)
+			switch {
+			case err == nil || ctx.Err() != nil:
+				failed = 0
+			case time.Since(reported) >= time.Minute:
+				onErr(fmt.Errorf("kept for the next sync in %s (%d syncs failed since the last report): %w", every, failed+1, err))
+				reported, failed = time.Now(), 0
+			default:
+				failed++
 			}
 		}
 	}

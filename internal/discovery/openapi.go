@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"encoding/json"
 	"iter"
 	"reflect"
@@ -33,12 +34,50 @@ type Route struct {
 	// RawBody marks a route whose body is raw bytes, not JSON; RawResponse
 	// one whose success response is.
 	RawBody, RawResponse bool
+	// NoContent, when set, says why the route may also answer 204 with no
+	// body.
+	NoContent string
+	// Also lists other success statuses answered with the same body.
+	Also []int
+	// RawType is the media type of a raw response ("" for
+	// application/octet-stream); HTML marks a JSON route that answers
+	// browsers with a page instead.
+	RawType string
+	HTML    bool
+	// Ranges marks a raw response served with Range (206, 416) and
+	// conditional requests (304).
+	Ranges bool
+}
+
+// Rules are the bounds the server enforces that Go types cannot say, as
+// JSON Schema keywords merged into the generated schemas: by the Go type
+// whose field (by JSON or query name) they bound, and by the name of a
+// path or query parameter that means the same on every route.
+type Rules struct {
+	Fields map[reflect.Type]map[string]map[string]any
+	Params map[string]map[string]any
+}
+
+// merge adds rule's keywords to schema (to its non-null branch when the
+// field is nullable) and returns it.
+func merge(schema, rule map[string]any) map[string]any {
+	if len(rule) == 0 {
+		return schema
+	}
+	target := schema
+	if alts, ok := schema["anyOf"].([]any); ok {
+		target = alts[0].(map[string]any)
+	}
+	for k, v := range rule {
+		target[k] = v
+	}
+	return schema
 }
 
 var (
 	rawJSON  = reflect.TypeFor[json.RawMessage]()
 	timeType = reflect.TypeFor[time.Time]()
-	paramRE  = regexp.MustCompile(`\{([a-z_]+)\}`)
+	paramRE  = regexp.MustCompile(`\{([a-z0-9_]+)\}`)
 )
 
 // schemas builds JSON Schema 2020-12 (as OpenAPI 3.1 uses it) from Go
@@ -50,6 +89,7 @@ type schemas struct {
 	// describe, if set, gives the description of a field that has no doc
 	// tag, by its JSON name.
 	describe func(field string) string
+	rules    Rules
 }
 
 func (s *schemas) of(t reflect.Type) map[string]any {
@@ -127,7 +167,7 @@ func (s *schemas) object(t reflect.Type) map[string]any {
 		if name == "" {
 			name = f.Name
 		}
-		prop := s.of(f.Type)
+		prop := merge(s.of(f.Type), s.rules.Fields[t][name])
 		if doc := f.Tag.Get("doc"); doc != "" {
 			prop = withDescription(prop, doc)
 		} else if s.describe != nil {
@@ -140,7 +180,9 @@ func (s *schemas) object(t reflect.Type) map[string]any {
 			required = append(required, name)
 		}
 	}
-	o := map[string]any{"type": "object", "properties": props}
+	// The server refuses fields it does not know (SPEC §5) and sends none
+	// but these.
+	o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
 		sort.Strings(required)
 		o["required"] = required
@@ -181,7 +223,7 @@ func componentName(t reflect.Type) string {
 }
 
 // queryParams lists the query parameters a GET route's In struct declares.
-func queryParams(in any) []any {
+func (s *schemas) queryParams(in any) []any {
 	if in == nil {
 		return nil
 	}
@@ -199,8 +241,12 @@ func queryParams(in any) []any {
 		if k := f.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 {
 			typ = "integer"
 		}
+		rule := s.rules.Fields[t][name]
+		if rule == nil {
+			rule = s.rules.Params[name]
+		}
 		out = append(out, map[string]any{"name": name, "in": "query", "required": false,
-			"description": f.Tag.Get("doc"), "schema": map[string]any{"type": typ}})
+			"description": f.Tag.Get("doc"), "schema": merge(map[string]any{"type": typ}, rule)})
 	}
 	return out
 }
@@ -222,7 +268,7 @@ var errorStatuses = map[string]string{
 // OpenAPI builds the OpenAPI 3.1 document of routes. Each route appears
 // under /v1 and again under /ns/{namespace}/v1.
 func OpenAPI(cfg Config, routes []Route, errorBody any) ([]byte, error) {
-	sc := &schemas{components: map[string]any{}, ref: "#/components/schemas/"}
+	sc := &schemas{components: map[string]any{}, ref: "#/components/schemas/", rules: cfg.Rules}
 	errRef := sc.of(reflect.TypeOf(errorBody))
 	paths := map[string]map[string]any{}
 	for _, r := range routes {
@@ -269,16 +315,17 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 			desc = "namespace name: ^[a-z0-9][a-z0-9-]{0,62}$"
 		}
 		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true,
-			"description": desc, "schema": map[string]any{"type": "string"}})
+			"description": desc, "schema": merge(map[string]any{"type": "string"}, sc.rules.Params[m[1]])})
 	}
-	params = append(params, queryParams(r.In)...)
+	params = append(params, sc.queryParams(r.In)...)
 	if len(params) > 0 {
 		op["parameters"] = params
 	}
+	binary := map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
 	switch {
 	case r.RawBody:
-		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-			"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+		// Any bytes, whatever they are labeled (or not).
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"*/*": binary}}
 	case r.In != nil && r.Method != "GET" && r.Method != "DELETE":
 		op["requestBody"] = map[string]any{"required": false, "content": map[string]any{
 			"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.In))}}}
@@ -288,16 +335,29 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 		status = 200
 	}
 	ok := map[string]any{"description": "success"}
-	if r.RawResponse {
-		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
-	} else if r.Out != nil {
-		ok["content"] = map[string]any{"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.Out))}}
+	switch {
+	case r.RawResponse:
+		ok["content"] = map[string]any{cmp.Or(r.RawType, "application/octet-stream"): binary}
+	case r.Out != nil:
+		content := map[string]any{"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.Out))}}
+		if r.HTML {
+			content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		}
+		ok["content"] = content
 	}
 	responses := map[string]any{strconv.Itoa(status): ok}
-	if r.Path == "/claims" && r.Method == "POST" {
-		responses["204"] = map[string]any{"description": "nothing ready; Retry-After advises when to poll again"}
+	for _, code := range r.Also {
+		responses[strconv.Itoa(code)] = ok
+	}
+	if r.NoContent != "" {
+		responses["204"] = map[string]any{"description": r.NoContent}
 	}
 	errContent := map[string]any{"application/json": map[string]any{"schema": errRef}}
+	if r.Ranges {
+		responses["206"] = map[string]any{"description": "the ranges asked for", "content": ok["content"]}
+		responses["304"] = map[string]any{"description": "not modified (If-None-Match)"}
+		responses["416"] = map[string]any{"description": "invalid_request: the range cannot be satisfied", "content": errContent}
+	}
 	for code, desc := range errorStatuses {
 		responses[code] = map[string]any{"description": desc, "content": errContent}
 	}

@@ -214,3 +214,56 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The document declares what the server answers and enforces: the 204 of
+// an empty claim, every path parameter (the blob hash too), the task
+// list's filters, and the bounds of request fields.
+func TestOpenAPIDeclaresWhatTheServerEnforces(t *testing.T) {
+	hs, _, _ := newBrokenServer(t)
+	var doc map[string]any
+	if err := json.Unmarshal(fetchOpenAPI(t, hs.URL), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/v1/claims", "/ns/{namespace}/v1/claims"} {
+		if _, ok := dig(doc, "paths", p, "post", "responses")["204"]; !ok {
+			t.Errorf("POST %s declares no 204", p)
+		}
+	}
+	params := func(path, method string) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		list, _ := dig(doc, "paths", path, method)["parameters"].([]any)
+		for _, p := range list {
+			p := p.(map[string]any)
+			out[p["in"].(string)+":"+p["name"].(string)] = p["schema"].(map[string]any)
+		}
+		return out
+	}
+	for _, path := range []string{"/v1/blobs/{sha256}", "/v1/blobs/{sha256}/meta", "/ns/{namespace}/v1/blobs/{sha256}"} {
+		if s := params(path, "get")["path:sha256"]; s == nil || s["pattern"] == nil {
+			t.Errorf("GET %s: sha256 parameter %v", path, s)
+		}
+	}
+	tasks := params("/v1/tasks", "get")
+	if s := tasks["query:state"]; s == nil || len(s["enum"].([]any)) != len(tessera.States) {
+		t.Errorf("GET /v1/tasks state: %v", s)
+	}
+	if s := tasks["query:limit"]; s == nil || s["minimum"] != float64(1) || s["maximum"] != float64(core.MaxListLimit) {
+		t.Errorf("GET /v1/tasks limit: %v", s)
+	}
+	for _, q := range []string{"query:queue", "query:label", "query:cursor"} {
+		if tasks[q] == nil {
+			t.Errorf("GET /v1/tasks declares no %s", q)
+		}
+	}
+	enqueue := dig(doc, "components", "schemas", "CoreEnqueueParams")
+	if enqueue["additionalProperties"] != false {
+		t.Errorf("enqueue body: additionalProperties %v", enqueue["additionalProperties"])
+	}
+	title := dig(enqueue, "properties", "title")
+	if title["maxLength"] != float64(core.MaxTitleLen) || title["pattern"] == nil {
+		t.Errorf("enqueue title: %v", title)
+	}
+	if e := dig(doc, "components", "schemas", "CoreSubmitParams", "properties", "outcome")["enum"]; len(e.([]any)) != 2 {
+		t.Errorf("submit outcome: %v", e)
+	}
+}

@@ -74,6 +74,7 @@ func wantUnavailable(t *testing.T, r *response, retryAfter string) {
 }
 
 func TestFullDiskIsUnavailable(t *testing.T) {
+	t.Parallel()
 	disk := smallDisk(t, 4<<20)
 	dir, fresh := filepath.Join(disk, "data"), filepath.Join(disk, "fresh")
 	if err := os.Mkdir(fresh, 0o700); err != nil {

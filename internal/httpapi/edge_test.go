@@ -51,6 +51,7 @@ func readAnswer(t *testing.T, br *bufio.Reader) *response {
 }
 
 func TestEveryAnswerHasTheErrorBody(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t)
 	task := s.enqueue("main", adminKey, map[string]any{})
 
@@ -117,6 +118,7 @@ func bodyOf(n int) []byte {
 // write their whole body before they read (Go's net/http, Python's
 // urllib) see the 413 rather than a connection reset.
 func TestOversizedBodiesReach413(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal("python3 is needed to test a urllib client (.ci/run installs it)")
@@ -232,6 +234,7 @@ func wantClosed(t *testing.T, br *bufio.Reader) {
 }
 
 func TestSlowBodiesAreCutOff(t *testing.T) {
+	t.Parallel()
 	s := edgeServer(t)
 	head := "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey + "\r\nContent-Length: 1000\r\n\r\n"
 

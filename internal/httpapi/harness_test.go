@@ -38,6 +38,8 @@ type testServer struct {
 	HTTP  *httptest.Server
 	// Dir is the data directory: the SQLite file and the blob bytes.
 	Dir string
+	// contract records the exchanges held to the API description.
+	contract *contract
 }
 
 // dataFile is the path of the server's SQLite file.
@@ -92,9 +94,18 @@ func serverWith(t testing.TB, dir string, clock *tessera.ManualClock, configure 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same http.Server and listener as `tessera serve`.
+	// The same http.Server and listener as `tessera serve`; outside
+	// benchmarks every exchange is held to the API description at the end
+	// (contract_test.go).
 	hs := httptest.NewUnstartedServer(a.API)
 	hs.Config = a.API.HTTPServer()
+	var c *contract
+	if _, bench := t.(*testing.B); !bench {
+		c = newContract(a.API)
+		hs.Config.Handler = c
+		doc := openAPIDoc(t, a.API)
+		t.Cleanup(func() { c.check(t, doc) })
+	}
 	hs.Listener = a.API.Listener(hs.Listener)
 	hs.Start()
 	var once sync.Once
@@ -106,7 +117,7 @@ func serverWith(t testing.TB, dir string, clock *tessera.ManualClock, configure 
 		})
 	}
 	t.Cleanup(stop)
-	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: a.Meter, DB: a.Store, Core: a.Core, HTTP: hs, Dir: dir}, stop
+	return &testServer{t: t, URL: hs.URL, Clock: clock, Meter: a.Meter, DB: a.Store, Core: a.Core, HTTP: hs, Dir: dir, contract: c}, stop
 }
 
 // rowsWritten returns the storage rows fn's requests wrote, by the meter.

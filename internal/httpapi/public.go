@@ -18,7 +18,7 @@ func (s *Server) publicRoutes() []route {
 	return []route{
 		{method: "GET", path: "/healthz", public: true, op: core.ActHealth, summary: "Liveness, from the health snapshot; 503 when it cannot be built", handle: s.healthz, out: healthzResponse{}},
 		{method: "GET", path: "/v1/health", public: true, op: core.ActHealth, summary: "Public tasks by queue and state, leases live and expired, oldest ready age", handle: s.health, out: core.Health{}},
-		{method: "GET", path: "/board", public: true, op: core.ActBoard, summary: "Public tasks by state and public record heads: HTML for browsers, JSON for Accept: application/json", handle: s.board, out: core.Board{}},
+		{method: "GET", path: "/board", public: true, op: core.ActBoard, summary: "Public tasks by state and public record heads: HTML for browsers, JSON for Accept: application/json", handle: s.board, out: core.Board{}, html: true},
 		{method: "GET", path: "/v1/public/activity", public: true, op: core.ActActivity, summary: "Public events of the last 24 h, newest first, redacted", handle: s.activity, in: activityQuery{}, out: core.ActivityPage{}},
 	}
 }

@@ -14,14 +14,14 @@ import (
 // recordRoutes are the routes of records, buckets and blobs.
 func (s *Server) recordRoutes() []route {
 	return []route{
-		{method: "PUT", path: "/records/{bucket}/{key}", op: core.ActRecordWrite, summary: "Write the next version of a record (201 for version 1)", handle: s.putRecord, in: core.PutRecordParams{}, out: tessera.Record{}},
+		{method: "PUT", path: "/records/{bucket}/{key}", op: core.ActRecordWrite, summary: "Write the next version of a record (201 for version 1)", handle: s.putRecord, in: core.PutRecordParams{}, out: tessera.Record{}, also: []int{http.StatusCreated}},
 		{method: "GET", path: "/records/{bucket}/{key}", op: core.ActRecordRead, summary: "Read a record's head, or one version", handle: s.getRecord, in: recordQuery{}, out: tessera.Record{}},
 		{method: "GET", path: "/records/{bucket}/{key}/versions", op: core.ActRecordHistory, summary: "A record's versions, newest first", handle: s.recordVersions, in: pageQuery{}, out: core.VersionPage{}},
 		{method: "GET", path: "/records/{bucket}", op: core.ActRecordList, summary: "The heads of a bucket's records, by key", handle: s.listRecords, in: listRecordsQuery{}, out: core.RecordPage{}},
 		{method: "PUT", path: "/buckets/{bucket}", op: core.ActBucketPut, summary: "Create a bucket or replace its settings", handle: s.putBucket, in: core.BucketParams{}, out: tessera.Bucket{}},
 		{method: "GET", path: "/buckets", op: core.ActBucketList, summary: "List buckets, by name", handle: s.listBuckets, in: pageQuery{}, out: core.BucketPage{}},
 
-		{method: "POST", path: "/blobs", op: core.ActBlobDeclare, summary: "Declare a blob upload (201), or learn the namespace holds it (200)", handle: s.declareBlob, in: core.DeclareBlobParams{}, out: created{core.BlobDeclared{}}},
+		{method: "POST", path: "/blobs", op: core.ActBlobDeclare, summary: "Declare a blob upload (201), or learn the namespace holds it (200)", handle: s.declareBlob, in: core.DeclareBlobParams{}, out: created{core.BlobDeclared{}}, also: []int{http.StatusOK}},
 		{method: "PUT", path: "/blobs/uploads/{upload_id}", op: core.ActBlobUpload, summary: "Send a declared upload's raw bytes", handle: s.uploadBlob, in: rawBody{}, out: core.UploadReceived{}},
 		{method: "POST", path: "/blobs/uploads/{upload_id}/commit", op: core.ActBlobCommit, summary: "Verify and commit an upload", handle: s.commitBlob, out: core.BlobInfo{}},
 		{method: "GET", path: "/blobs/{sha256}", op: core.ActBlobRead, summary: "A blob's bytes (ETag, Range, If-None-Match)", handle: s.getBlob, out: rawBody{}},
@@ -231,8 +231,33 @@ func (s *Server) getBlob(c *call) error {
 	// Uploaded bytes are never run as a page of this origin.
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "sandbox")
-	http.ServeContent(c.w, c.r, "", info.CreatedAt, body)
+	http.ServeContent(&rangeRefusal{ResponseWriter: c.w, size: info.Size}, c.r, "", info.CreatedAt, body)
 	return nil
+}
+
+// rangeRefusal gives http.ServeContent's 416, which it writes as plain
+// text, the error body every answer carries.
+type rangeRefusal struct {
+	http.ResponseWriter
+	size    int64
+	refused bool
+}
+
+func (w *rangeRefusal) WriteHeader(code int) {
+	if code != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.refused = true
+	e := tessera.Invalid("Range", "the Range asked for lies outside the blob's %d bytes", w.size)
+	writeJSON(w.ResponseWriter, code, errorBody(w.Header(), e))
+}
+
+func (w *rangeRefusal) Write(p []byte) (int, error) {
+	if w.refused {
+		return len(p), nil // ServeContent's plain-text message
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 func (s *Server) blobMeta(c *call) error {

@@ -24,7 +24,7 @@ func (s *Server) taskRoutes() []route {
 
 		{method: "POST", path: "/tasks", op: core.ActTaskEnqueue, summary: "Enqueue a task", handle: s.enqueue, in: core.EnqueueParams{}, out: created{tessera.Task{}}},
 		{method: "POST", path: "/tasks/batch", op: core.ActTaskEnqueueBatch, summary: "Enqueue 1–500 tasks in one transaction, all or none", handle: s.enqueueBatch, in: core.EnqueueBatchParams{}, out: created{core.TaskBatch{}}},
-		{method: "GET", path: "/tasks", op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, out: core.TaskPage{}},
+		{method: "GET", path: "/tasks", op: core.ActTaskList, summary: "List tasks, newest first", handle: s.listTasks, in: listTasksQuery{}, out: core.TaskPage{}},
 		{method: "GET", path: "/tasks/{id}", op: core.ActTaskGet, summary: "A task with its runs", handle: s.getTask, out: tessera.Task{}},
 		{method: "POST", path: "/tasks/{id}/cancel", op: core.ActTaskCancel, summary: "Cancel a task", handle: s.changeTask(core.ChangeCancel), out: tessera.Task{}},
 		{method: "POST", path: "/tasks/{id}/pause", op: core.ActTaskPause, summary: "Pause a ready or scheduled task", handle: s.changeTask(core.ChangePause), out: tessera.Task{}},
@@ -35,17 +35,18 @@ func (s *Server) taskRoutes() []route {
 		{method: "POST", path: "/tasks/{id}/notes", op: core.ActTaskNote, summary: "Leave a note for the lease holder", handle: s.addNote, in: noteParams{}, out: created{tessera.TaskEvent{}}},
 		{method: "GET", path: "/counts", op: core.ActCounts, summary: "Task counts by queue and state", handle: s.counts, out: countsResponse{}},
 
-		{method: "POST", path: "/claims", op: core.ActClaim, summary: "Claim the next ready task of a queue", handle: s.claim, in: core.ClaimParams{}, out: core.Claimed{}},
+		{method: "POST", path: "/claims", op: core.ActClaim, summary: "Claim the next ready task of a queue", handle: s.claim, in: core.ClaimParams{}, out: core.Claimed{},
+			noContent: "nothing is ready: no body, and Retry-After advises when to poll again"},
 		{method: "POST", path: "/claims/{task}/heartbeat", op: core.ActHeartbeat, summary: "Extend a lease", handle: s.heartbeat, in: core.HeartbeatParams{}, out: core.Heartbeat{}},
 		{method: "POST", path: "/claims/{task}/submit", op: core.ActSubmit, summary: "Submit a run's outcome", handle: s.submit, in: core.SubmitParams{}, out: tessera.Task{}},
 		{method: "POST", path: "/claims/{task}/release", op: core.ActRelease, summary: "Give a task back without using an attempt", handle: s.release, in: core.ReleaseParams{}, out: tessera.Task{}},
-		{method: "GET", path: "/claims/{task}/events", op: core.ActClaimEvents, summary: "Long-poll the events of a held task", handle: s.claimEvents, out: core.ClaimEvents{}},
+		{method: "GET", path: "/claims/{task}/events", op: core.ActClaimEvents, summary: "Long-poll the events of a held task", handle: s.claimEvents, in: eventsQuery{}, out: core.ClaimEvents{}},
 
 		{method: "POST", path: "/admin/principals", op: core.ActPrincipalNew, summary: "Create a principal", handle: s.createPrincipal, in: core.PrincipalParams{}, out: created{tessera.Principal{}}},
-		{method: "GET", path: "/admin/principals", op: core.ActPrincipalList, summary: "List principals", handle: s.listPrincipals, out: core.PrincipalPage{}},
+		{method: "GET", path: "/admin/principals", op: core.ActPrincipalList, summary: "List principals", handle: s.listPrincipals, in: pageQuery{}, out: core.PrincipalPage{}},
 		{method: "PATCH", path: "/admin/principals/{id}", op: core.ActPrincipalEdit, summary: "Change a principal", handle: s.updatePrincipal, in: core.PrincipalPatch{}, out: tessera.Principal{}},
 		{method: "POST", path: "/admin/keys", op: core.ActKeyNew, summary: "Create a key; its secret is returned once", handle: s.createKey, in: core.KeyParams{}, out: created{core.NewKey{}}},
-		{method: "GET", path: "/admin/keys", op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, out: core.KeyPage{}},
+		{method: "GET", path: "/admin/keys", op: core.ActKeyList, summary: "List keys (no secrets)", handle: s.listKeys, in: pageQuery{}, out: core.KeyPage{}},
 		{method: "DELETE", path: "/admin/keys/{id}", op: core.ActKeyRevoke, summary: "Revoke a key", handle: s.revokeKey},
 		{method: "DELETE", path: "/admin/namespaces/{ns}", op: core.ActNamespacePurge, summary: "Purge a namespace's tasks, records, blobs and their bytes (not main)", handle: s.purgeNamespace, out: core.Purged{}},
 		{method: "GET", path: "/admin/namespaces", op: core.ActNamespaceList, summary: "List namespaces", handle: s.listNamespaces, in: pageQuery{}, out: core.NamespacePage{}},
@@ -401,4 +402,18 @@ type noteParams struct {
 // countsResponse maps queue → visible state → number of tasks.
 type countsResponse struct {
 	Queues map[string]map[string]int `json:"queues"`
+}
+
+// Query parameters, for the API description.
+type listTasksQuery struct {
+	State  string `query:"state" doc:"only tasks in this state"`
+	Queue  string `query:"queue" doc:"only tasks of this queue"`
+	Label  string `query:"label" doc:"only tasks with this label"`
+	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`
+	Limit  int    `query:"limit" doc:"1–200, default 50"`
+}
+
+type eventsQuery struct {
+	Since int64 `query:"since" doc:"next_since of the previous answer; 0 for every event"`
+	Wait  int   `query:"wait" doc:"seconds to wait for an event, 0–30"`
 }

@@ -145,6 +145,12 @@ type route struct {
 	// in and out are zero values of the request body and the success
 	// response, for the API description; nil means none.
 	in, out any
+	// noContent, when set, says why the route may also answer 204; also
+	// lists other success statuses with the same body; html marks a route
+	// that answers browsers with a page.
+	noContent string
+	also      []int
+	html      bool
 }
 
 // call is one request on its way through a handler.

@@ -141,6 +141,20 @@ func startServer(t *testing.T, bin, dataDir string, env ...string) *server {
 	}
 }
 
+// wantExitZero fails the test unless the server exits 0 within d (of a
+// SIGTERM the test sent); why says what might have held it.
+func (s *server) wantExitZero(d time.Duration, why string) {
+	s.t.Helper()
+	select {
+	case <-s.exited:
+	case <-time.After(d):
+		s.t.Fatalf("the server did not exit within %s of SIGTERM (%s):\n%s", d, why, s.stderr.String())
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		s.t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, s.stderr.String())
+	}
+}
+
 // kill ends the server with SIGKILL: no drain, no close, no checkpoint.
 func (s *server) kill() {
 	s.t.Helper()
@@ -406,14 +420,7 @@ func TestSIGTERMEndsLongPollAndExitsZero(t *testing.T) {
 	}
 	// The bound is generous: it is about the long-poll not holding the
 	// shutdown for its 20 s, not about speed.
-	select {
-	case <-srv.exited:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the server did not exit within 15 s of SIGTERM (a 20 s long-poll was in flight):\n%s", srv.stderr.String())
-	}
-	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, srv.stderr.String())
-	}
+	srv.wantExitZero(15*time.Second, "a 20 s long-poll was in flight")
 	select {
 	case r := <-results:
 		if r.err != nil {

@@ -173,13 +173,6 @@ func TestSIGTERMCutsStalledBodies(t *testing.T) {
 	if res.StatusCode != 503 || !strings.Contains(string(body), `"code":"unavailable"`) {
 		t.Fatalf("the stalled request: %d %s", res.StatusCode, body)
 	}
-	select {
-	case <-srv.exited:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("no exit within 15 s of SIGTERM with two stalled bodies (drain timeout 20 s):\n%s", srv.stderr.String())
-	}
-	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, srv.stderr.String())
-	}
+	srv.wantExitZero(15*time.Second, "two stalled bodies, drain timeout 20 s")
 	t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 }

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
-
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
@@ -150,15 +147,7 @@ func fetchOpenAPI(t *testing.T, url string) []byte {
 // The OpenAPI document is valid OpenAPI 3.1 under a standard validator.
 func TestOpenAPIValidates(t *testing.T) {
 	hs, _, _ := newBrokenServer(t)
-	spec := fetchOpenAPI(t, hs.URL)
-	doc, err := libopenapi.NewDocument(spec)
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	v, errs := validator.NewValidator(doc)
-	if len(errs) > 0 {
-		t.Fatalf("validator: %v", errs)
-	}
+	v := validatorFor(t, fetchOpenAPI(t, hs.URL))
 	if ok, verrs := v.ValidateDocument(); !ok {
 		for _, e := range verrs {
 			t.Errorf("%s: %s", e.Message, e.Reason)

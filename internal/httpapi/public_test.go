@@ -32,20 +32,13 @@ var publicPaths = []string{"/healthz", "/v1/health", "/board", "/v1/public/activ
 // request log line).
 type meteredAPI struct {
 	api *httpapi.Server
-	mu  sync.Mutex
-	log bytes.Buffer
-}
-
-func (m *meteredAPI) Write(p []byte) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.log.Write(p)
+	logBuffer
 }
 
 func newMeteredAPI(t *testing.T, s *testServer) *meteredAPI {
 	t.Helper()
 	m := &meteredAPI{}
-	api, err := httpapi.New(s.Core, slog.New(slog.NewJSONHandler(m, nil)), httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"})
+	api, err := httpapi.New(s.Core, slog.New(slog.NewJSONHandler(&m.logBuffer, nil)), httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +65,7 @@ func (m *meteredAPI) do(t *testing.T, path, key string, headers ...string) meter
 	}
 	rec := httptest.NewRecorder()
 	m.mu.Lock()
-	m.log.Reset()
+	m.b.Reset()
 	m.mu.Unlock()
 	m.api.ServeHTTP(rec, req)
 	var line struct {
@@ -83,14 +76,14 @@ func (m *meteredAPI) do(t *testing.T, path, key string, headers ...string) meter
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	found := false
-	sc := bufio.NewScanner(bytes.NewReader(m.log.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(m.b.Bytes()))
 	for sc.Scan() {
 		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line.Msg == "request" {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("GET %s: no request log line in %s", path, m.log.String())
+		t.Fatalf("GET %s: no request log line in %s", path, m.b.String())
 	}
 	res := &response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 	return meteredResponse{response: res, Read: line.RowsRead, Written: line.RowsWritten}

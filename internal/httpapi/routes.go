@@ -406,11 +406,10 @@ type countsResponse struct {
 
 // Query parameters, for the API description.
 type listTasksQuery struct {
-	State  string `query:"state" doc:"only tasks in this state"`
-	Queue  string `query:"queue" doc:"only tasks of this queue"`
-	Label  string `query:"label" doc:"only tasks with this label"`
-	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`
-	Limit  int    `query:"limit" doc:"1–200, default 50"`
+	State string `query:"state" doc:"only tasks in this state"`
+	Queue string `query:"queue" doc:"only tasks of this queue"`
+	Label string `query:"label" doc:"only tasks with this label"`
+	pageQuery
 }
 
 type eventsQuery struct {

@@ -25,8 +25,8 @@ func (s *Server) mountMCP() {
 	// The stateless transport has no GET stream and no session to DELETE.
 	s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{Code: tessera.CodeInvalidRequest,
-			Message: "the MCP endpoint answers POST only: this server is stateless, with no SSE stream and no session"}})
+		writeError(w, s.log, tessera.Errorf(tessera.CodeMethodNotAllowed,
+			"the MCP endpoint answers POST only: this server is stateless, with no SSE stream and no session"))
 	})
 }
 

@@ -205,7 +205,9 @@ type field struct {
 	// required fields are those without omitempty or omitzero: the same
 	// rule the API description marks them required by.
 	required bool
-	// nullable fields take null: pointers and any-JSON values.
+	// nullable fields take null: pointers, lists and maps (encoding/json
+	// writes an empty one as null, and the API description says so) and
+	// any-JSON values.
 	nullable bool
 	typ      reflect.Type
 }
@@ -232,7 +234,7 @@ func bodyFields(dst any) map[string]field {
 				k := f.Type.Kind()
 				fields[cmp.Or(name, f.Name)] = field{
 					required: !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero"),
-					nullable: k == reflect.Pointer || k == reflect.Interface || f.Type == rawJSON,
+					nullable: k == reflect.Pointer || k == reflect.Slice || k == reflect.Map || k == reflect.Interface || f.Type == rawJSON,
 					typ:      f.Type,
 				}
 			}

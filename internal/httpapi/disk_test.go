@@ -131,6 +131,19 @@ func TestFullDiskIsUnavailable(t *testing.T) {
 	if lines := logs.lines("counters lost: the final flush failed"); len(lines) != 1 {
 		t.Errorf("final counter flush: %q", lines)
 	}
+	// A server that fills its disk and restarts on it finds room to open
+	// the store (the closed store's WAL is gone) but none to write: it
+	// serves with 503, and recovers once there is room.
+	free()
+	s, stop, _ = loggedServer(t, dir, clock)
+	free = fill(t, disk)
+	stop()
+	s, stop, _ = loggedServer(t, dir, clock)
+	wantUnavailable(t, s.do("POST", "/v1/tasks", adminKey, big), "30")
+	free()
+	s.enqueue("main", adminKey, map[string]any{"title": "after the restart"})
+	stop()
+	free = fill(t, disk)
 
 	// A store that cannot even be created: discovery answers, the rest
 	// is 503 unavailable.

@@ -274,6 +274,8 @@ func TestDecodeJSON(t *testing.T) {
 		{"number for a list", enqueue, `{"labels":"a"}`, false, "labels"},
 		{"bad timestamp", enqueue, `{"run_at":"tomorrow"}`, false, ""},
 		{"number for a timestamp", enqueue, `{"run_at":12}`, false, ""},
+		{"null body reads as {}", claim, `null`, true, ""},
+		{"null body misses a required field", submit, `null`, false, "lease_token"},
 		{"array body", submit, `[]`, false, ""},
 		{"string body", submit, `"x"`, false, ""},
 		{"two values", submit, `{} {}`, false, ""},

@@ -257,10 +257,12 @@ func checkFields(body []byte, dst any) error {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil // the decoder accepted it: null
-	}
 	seen := map[string]bool{}
+	// The decoder accepted the body, so it is an object or null, which
+	// reads as {}.
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return missingField(fields, seen)
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -286,6 +288,11 @@ func checkFields(body []byte, dst any) error {
 			return tessera.Invalid(key, "%s %s", key, err)
 		}
 	}
+	return missingField(fields, seen)
+}
+
+// missingField names the first required field (by name) not seen.
+func missingField(fields map[string]field, seen map[string]bool) error {
 	var missing []string
 	for name, f := range fields {
 		if f.required && !seen[name] {

@@ -550,7 +550,7 @@ func TestServeReadsFlagsFromEnv(t *testing.T) {
 		"TESSERA_CLAIM_BURST": "claim rate, burst",
 	}
 	values := map[string]string{
-		"TESSERA_STORE":       "postgres://db.example/tessera",
+		"TESSERA_STORE":       "mysql://db.example/tessera",
 		"TESSERA_CLAIM_RATE":  "0",
 		"TESSERA_CLAIM_BURST": "0",
 	}

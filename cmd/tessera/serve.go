@@ -51,6 +51,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if k := *storeKind; k != "sqlite" && !strings.HasPrefix(k, "postgres://") && !strings.HasPrefix(k, "postgresql://") {
+		return fmt.Errorf("--store %q: want sqlite or a postgres:// URL", k)
+	}
 	if cfg.ClaimRate <= 0 || cfg.ClaimBurst < 1 || cfg.ClaimConcurrency < 1 {
 		return errors.New("claim rate, burst and concurrency must be positive")
 	}

@@ -101,7 +101,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 			db.Close()
 			return nil, err
 		}
-	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted, tessera.ErrorCode(err) == tessera.CodeUnavailable:
+	case tessera.ErrorCode(err) == tessera.CodeStorageQuotaExhausted,
+		// A SQLite file that cannot be opened (a full disk) leaves the
+		// server answering discovery and 503; an unreachable PostgreSQL
+		// at start-up stays an error, for the supervisor to retry.
+		tessera.ErrorCode(err) == tessera.CodeUnavailable && (o.Store == "" || o.Store == "sqlite"):
 		a.Refused = err
 		a.Store = store.Refusing(err)
 	default:

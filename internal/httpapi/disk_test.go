@@ -135,7 +135,7 @@ func TestFullDiskIsUnavailable(t *testing.T) {
 	// the store (the closed store's WAL is gone) but none to write: it
 	// serves with 503, and recovers once there is room.
 	free()
-	s, stop, _ = loggedServer(t, dir, clock)
+	_, stop, _ = loggedServer(t, dir, clock)
 	free = fill(t, disk)
 	stop()
 	s, stop, _ = loggedServer(t, dir, clock)

@@ -154,7 +154,7 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) 
 		if err != nil {
 			return nil, err // not a typed nil in an interface
 		}
-		return availableStore{db}, nil
+		return db, nil
 	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
 		db, err := postgres.Open(ctx, o.Store, m, postgres.WithLogger(o.Log))
 		if err != nil {
@@ -163,20 +163,6 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) 
 		return db, nil
 	}
 	return nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
-}
-
-// availableStore answers the engine's transient faults (a full disk, an
-// I/O error, a lock held past the busy timeout) as 503 unavailable on
-// every transaction: SQLite reports them at BEGIN and COMMIT too, where no
-// statement's error translation sees them.
-type availableStore struct{ *sqlite.DB }
-
-func (s availableStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return sqlite.Unavailable(s.DB.Update(ctx, fn))
-}
-
-func (s availableStore) View(ctx context.Context, fn func(store.Tx) error) error {
-	return sqlite.Unavailable(s.DB.View(ctx, fn))
 }
 
 // Close stops the core (ending long-polls, writing buffered counters), syncs

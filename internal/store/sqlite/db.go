@@ -158,7 +158,7 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 			db.listen(t)
 		}
 	}
-	return err
+	return Unavailable(err)
 }
 
 // View runs fn in a read transaction on a pooled query-only connection.
@@ -176,7 +176,7 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	c.reset()
 	err := c.transact(ctx, "BEGIN", func() error { return fn(&tx{c: c}) })
 	db.meter.Add(ctx, 0, c.rowsRead)
-	return err
+	return Unavailable(err)
 }
 
 func (db *DB) migrate(ctx context.Context) error {
@@ -527,8 +527,8 @@ func translate(err error) error {
 // Retry-After, keeping the engine's error behind it for the logs. Any other
 // error comes back as it was: a 500 is for bugs. SQLite reports a full
 // disk at COMMIT as often as at a statement, and opening a store is no
-// statement, so the server applies this to whole transactions and to Open
-// as well as to each statement.
+// statement, so Update and View apply this to whole transactions, and the
+// server to Open, as well as each statement.
 func Unavailable(err error) error {
 	var e *tessera.Error
 	if err == nil || errors.As(err, &e) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/store/sqlschema"
-	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // The queue statistics and public state reads. The tables they walk
@@ -135,22 +134,9 @@ func (t *tx) PublicTasks(ctx context.Context, ns string, limit int) ([]store.Pub
 }
 
 func (t *tx) AuditPublicEvents(ctx context.Context, ns string, since time.Time, before string, limit int) ([]store.PublicEvent, error) {
-	sql := `SELECT e.id, e.time, e.action, e.target, e.run_id, tk.title,
-   coalesce(i.display_name, pr.display_name, ''), coalesce(i.kind, pr.kind, '')
- FROM public_events p
- JOIN audit_events e ON e.namespace = p.namespace AND e.id = p.id
- LEFT JOIN tasks tk ON tk.namespace = e.namespace AND tk.id = e.target AND tk.public
- LEFT JOIN namespace_identities i ON i.namespace = e.namespace AND i.principal_id = e.principal_id
- LEFT JOIN principals pr ON pr.id = e.principal_id
- WHERE p.namespace = ? AND p.id >= ?`
-	args := []any{ns, tessera.IDFloor(since)}
-	if before != "" {
-		sql += ` AND p.id < ?`
-		args = append(args, before)
-	}
-	sql += ` ORDER BY p.id DESC LIMIT ?`
+	sql, args := sqlschema.PublicEventsQuery(ns, since, before, limit)
 	var out []store.PublicEvent
-	err := t.c.query(ctx, sql, append(args, limit), func(s *sqlite3.Stmt) error {
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
 		out = append(out, store.PublicEvent{ID: s.ColumnText(0), Time: colTime(s, 1), Action: s.ColumnText(2),
 			Target: s.ColumnText(3), RunID: s.ColumnText(4), Title: s.ColumnText(5), By: s.ColumnText(6), ByKind: s.ColumnText(7)})
 		return nil

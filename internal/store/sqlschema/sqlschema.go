@@ -255,6 +255,27 @@ func AuditCountersQuery(f store.AuditFilter) (string, []any) {
 		` ORDER BY minute DESC, namespace, principal_id, action, outcome LIMIT ?`, append(args, f.Limit)
 }
 
+// PublicEventsQuery is the read of ns's public audit events since a time
+// and before an id, newest first, with ? placeholders, selecting id, time,
+// action, target, run_id, the task's title and who acted (name and kind).
+// A title shows only while its task is public.
+func PublicEventsQuery(ns string, since time.Time, before string, limit int) (string, []any) {
+	sql := `SELECT e.id, e.time, e.action, e.target, coalesce(e.run_id, ''), coalesce(tk.title, ''),
+   coalesce(i.display_name, pr.display_name, ''), coalesce(i.kind, pr.kind, '')
+ FROM public_events p
+ JOIN audit_events e ON e.namespace = p.namespace AND e.id = p.id
+ LEFT JOIN tasks tk ON tk.namespace = e.namespace AND tk.id = e.target AND tk.public
+ LEFT JOIN namespace_identities i ON i.namespace = e.namespace AND i.principal_id = e.principal_id
+ LEFT JOIN principals pr ON pr.id = e.principal_id
+ WHERE p.namespace = ? AND p.id >= ?`
+	args := []any{ns, tessera.IDFloor(since)}
+	if before != "" {
+		sql += ` AND p.id < ?`
+		args = append(args, before)
+	}
+	return sql + ` ORDER BY p.id DESC LIMIT ?`, append(args, limit)
+}
+
 // Visibilities are the values of the public column a read with v covers.
 func Visibilities(v store.Visibility) []bool {
 	if v == store.PublicOnly {

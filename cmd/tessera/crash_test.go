@@ -72,6 +72,21 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// waitForCount waits until count reaches want, failing the test if it has
+// not within the given time.
+func waitForCount(t *testing.T, what string, want int, within time.Duration, count func() int) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		n := count()
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d %s in %s", n, want, what, within)
+		}
+	}
+}
+
 // lockedBuffer collects a child's stderr while the test reads it.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -317,17 +332,11 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	waitForCount(t, "enqueues acknowledged to the writers", 20, 30*time.Second, func() int {
 		n := 0
 		extra.Range(func(any, any) bool { n++; return true })
-		if n >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the writers got %d enqueues acknowledged in 30 s", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n
+	})
 	srv.kill()
 	close(stop)
 	wg.Wait()
@@ -630,18 +639,11 @@ func TestKill9UnderConcurrentLoad(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	waitForCount(t, "submits acknowledged to the clients", 300, 60*time.Second, func() int {
 		mu.Lock()
-		n := len(submitted)
-		mu.Unlock()
-		if n >= 300 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the clients got %d submits acknowledged in 60 s", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(submitted)
+	})
 	srv.kill()
 	close(stop)
 	wg.Wait()

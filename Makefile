@@ -1,11 +1,15 @@
 # `make test` is the one command that runs every test on a fresh machine.
-.PHONY: test check serve
+.PHONY: test check setup serve
 
-test: check
+test: check setup
 	go test -count=1 -timeout 20m ./...
-	# The end-to-end HTTP suite again, on PostgreSQL (skipped when it is
-	# unreachable, unless TESSERA_REQUIRE_POSTGRES=1, as in CI).
+	# The end-to-end HTTP suite again, on PostgreSQL.
 	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
+
+# What the tests need beyond Go: Chromium, the MCP clients' npm packages,
+# curl, jq, promtool, python3, and the local PostgreSQL, running.
+setup:
+	bash scripts/test-setup
 
 # Static checks: formatting, vet, staticcheck (from the module proxy).
 check:

@@ -22,7 +22,7 @@ func TestREADMEQuickstartRuns(t *testing.T) {
 	bin := buildTessera(t)
 	for _, tool := range []string{"bash", "curl", "jq", "sha256sum"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the quickstart needs %s (.ci/run installs it): %v", tool, err)
+			t.Fatalf("the quickstart needs %s (`make test` installs it): %v", tool, err)
 		}
 	}
 	readme, err := os.ReadFile("../../README.md")

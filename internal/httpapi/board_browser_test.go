@@ -12,7 +12,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// chromiumPath is where `apt-get install chromium` puts the browser; .ci/run
+// chromiumPath is where `apt-get install chromium` puts the browser; `make test`
 // installs it when missing.
 const chromiumPath = "/usr/bin/chromium"
 
@@ -67,7 +67,7 @@ func seedBoard(s *testServer) {
 // head's value, and nothing private.
 func TestBoardRenderedByChromium(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no %s (apt-get install chromium)", chromiumPath)
+		t.Fatalf("no %s: `make test` installs it (scripts/test-setup), or apt-get install chromium", chromiumPath)
 	}
 	s := newTestServer(t)
 	seedBoard(s)

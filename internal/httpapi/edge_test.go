@@ -121,7 +121,7 @@ func TestOversizedBodiesReach413(t *testing.T) {
 	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Fatal("python3 is needed to test a urllib client (.ci/run installs it)")
+		t.Fatal("python3 is needed to test a urllib client (`make test` installs it)")
 	}
 	s := newTestServer(t, func(c *core.Config) { c.MaxBlobBytes = 2 << 20 })
 	const tries = 20

@@ -64,7 +64,7 @@ func serverAt(t testing.TB, dir string, clock *tessera.ManualClock, configure ..
 }
 
 // onPostgres runs the suite on PostgreSQL (TESSERA_TEST_STORE=postgres, as
-// .ci/run does in a second pass) instead of a SQLite file.
+// `make test` does in a second pass) instead of a SQLite file.
 var onPostgres = os.Getenv("TESSERA_TEST_STORE") == "postgres"
 
 // pgSchemas gives each data directory its own PostgreSQL schema, so a

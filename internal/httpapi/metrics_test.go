@@ -40,7 +40,7 @@ func (s *testServer) scrape() (map[string]float64, []byte) {
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Fatalf("promtool checks the exposition format (.ci/run installs it: apt-get install prometheus): %v", err)
+		t.Fatalf("promtool checks the exposition format (`make test` installs it: apt-get install prometheus): %v", err)
 	}
 	s := newTestServer(t)
 	for i := range 5 {

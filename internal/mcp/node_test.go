@@ -14,12 +14,12 @@ import (
 // nodeDir holds the TypeScript clients' scripts and their pinned packages.
 const nodeDir = "testdata/node"
 
-// requireNode finds node and the installed packages. CI installs them
-// (.ci/run runs npm ci here), so there their absence fails the test;
-// elsewhere it skips with the command that installs them.
+// requireNode finds node and the installed packages; `make test` installs
+// them (scripts/test-setup), and their absence fails the test with the
+// command that installs them.
 func requireNode(t *testing.T) string {
 	t.Helper()
-	const install = "run `npm ci --prefix internal/mcp/testdata/node` (the step .ci/run takes before make test)"
+	const install = "run `npm ci --prefix internal/mcp/testdata/node` (as `make test` does)"
 	node, err := exec.LookPath("node")
 	missing := ""
 	switch {
@@ -30,10 +30,7 @@ func requireNode(t *testing.T) string {
 		missing = "the MCP client packages are not installed: " + install
 	}
 	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(missing)
-		}
-		t.Skip(missing)
+		t.Fatal(missing)
 	}
 	return node
 }

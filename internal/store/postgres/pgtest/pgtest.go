@@ -4,9 +4,9 @@
 // they run in parallel on one server without seeing each other.
 //
 // The server is TESSERA_TEST_POSTGRES (a postgres:// URL), by default the
-// local one CI runs: postgres://postgres@127.0.0.1:5432/test. When it
-// cannot be reached the test is skipped with a message saying how to run
-// it — unless TESSERA_REQUIRE_POSTGRES=1 (CI sets it), when it fails.
+// local one `make test` starts: postgres://postgres@127.0.0.1:5432/test.
+// When it cannot be reached the test fails, saying how to start it: a
+// backend's tests are not optional.
 package pgtest
 
 import (
@@ -32,10 +32,6 @@ func URL() string {
 	}
 	return DefaultURL
 }
-
-// Required reports whether an unreachable server fails the tests instead
-// of skipping them.
-func Required() bool { return os.Getenv("TESSERA_REQUIRE_POSTGRES") == "1" }
 
 // reach remembers the first attempt to reach the server, so a missing
 // server costs one connect timeout per test binary, not one per test.
@@ -64,11 +60,7 @@ func Schema(t testing.TB) string {
 		reach.err = err
 	})
 	if reach.err != nil {
-		const how = "start it (pg_ctlcluster --skip-systemctl-redirect 15 main start) or point TESSERA_TEST_POSTGRES at another"
-		if Required() {
-			t.Fatalf("PostgreSQL at %s is unreachable (%v) and TESSERA_REQUIRE_POSTGRES=1: %s", base, reach.err, how)
-		}
-		t.Skipf("PostgreSQL at %s is unreachable (%v); to run these tests, %s", base, reach.err, how)
+		t.Fatalf("PostgreSQL at %s is unreachable (%v): `make test` starts the local one (scripts/test-setup), or point TESSERA_TEST_POSTGRES at another", base, reach.err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

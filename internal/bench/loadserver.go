@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,14 +41,17 @@ var childAdmission = []string{"--claim-rate", "1000000", "--claim-burst", "10000
 // waits until each answers /healthz. The admin key is made here and given
 // through TESSERA_ADMIN_KEY; every other TESSERA_* variable of the
 // caller's environment is left out, so the children run on their defaults
-// and the flags below only.
-func startNodes(ctx context.Context, o LoadOptions, dataDir string) ([]*node, string, error) {
+// and the flags below only. Each child gets a data directory of its own
+// under dir (the SQLite file, or with PostgreSQL only the node's local
+// files: the bench writes no blob, so none needs to be shared).
+func startNodes(ctx context.Context, o LoadOptions, dir string) ([]*node, string, error) {
 	key, err := newAdminKey()
 	if err != nil {
 		return nil, "", err
 	}
 	var nodes []*node
 	for i := 0; i < o.Nodes; i++ {
+		dataDir := filepath.Join(dir, fmt.Sprintf("node%d", i+1))
 		n, err := startNode(ctx, o, dataDir, key)
 		if err != nil {
 			stopNodes(nodes)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/bench"
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
 )
 
 // runBenchLoad runs the built binary's `bench load` and returns its stdout.
@@ -64,6 +65,10 @@ func TestBenchLoadStartsItsOwnServer(t *testing.T) {
 		n.EndRSSBytes == nil || *n.EndRSSBytes <= 0 || n.CPUCores == nil || *n.CPUCores <= 0 {
 		t.Errorf("nodes %+v: want the child's pid, RSS idle and at the end, CPU, from /proc", rep.Nodes)
 	}
+	// This build counts its store's commits (one fsync each).
+	if c := rep.StorePerTask["tessera_store_commits_total"]; c <= 0 || len(rep.StorePerTask) != 1 {
+		t.Errorf("store counters per task %v: want tessera_store_commits_total", rep.StorePerTask)
+	}
 	// The child was stopped (and waited for) before the bench exited.
 	if err := syscall.Kill(n.PID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the server (pid %d) still exists after the bench: %v", n.PID, err)
@@ -95,5 +100,32 @@ func TestBenchLoadRefusesNodesOnSQLite(t *testing.T) {
 	err := run(context.Background(), []string{"bench", "load", "--nodes", "2"}, &out, &errOut)
 	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Errorf("--nodes 2 on sqlite: exit %d, %v", code, err)
+	}
+}
+
+// With PostgreSQL, --nodes 2 starts two servers on the store and deals
+// the workers to them; the verification holds across both.
+func TestBenchLoadTwoNodesOnPostgres(t *testing.T) {
+	url := pgtest.Schema(t)
+	bin := buildTessera(t)
+	out := runBenchLoad(t, bin, "--store", url, "--nodes", "2", "--workers", "4", "--duration", "2s", "--noop-duration", "1s", "--json")
+	var rep bench.LoadReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("--json printed %s: %v", out, err)
+	}
+	if !rep.Verify.Pass || rep.Verify.Enqueued != int(rep.Tasks)+4 || rep.Tasks == 0 {
+		t.Errorf("verify %+v, %d tasks measured", rep.Verify, rep.Tasks)
+	}
+	if len(rep.Nodes) != 2 || rep.Nodes[0].URL == rep.Nodes[1].URL {
+		t.Fatalf("nodes %+v, want two", rep.Nodes)
+	}
+	for _, n := range rep.Nodes {
+		if n.Workers != 2 || n.PID <= 0 || n.From != "proc" || n.EndRSSBytes == nil || n.CPUCores == nil || *n.CPUCores <= 0 {
+			t.Errorf("node %+v: want 2 workers, and its RSS and CPU from /proc", n)
+		}
+	}
+	// Both nodes' meters are summed: rows per task are there.
+	if rep.RowsWrittenPerTask == nil || *rep.RowsWrittenPerTask <= 0 || rep.RowsFrom != "metrics" {
+		t.Errorf("rows per task %v from %q", rep.RowsWrittenPerTask, rep.RowsFrom)
 	}
 }

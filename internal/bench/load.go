@@ -41,8 +41,9 @@ type LoadOptions struct {
 	// CPUProfile is a file to write a CPU profile of the (first) server
 	// to, taken over the middle of the run, if the server serves one.
 	CPUProfile string
-	// NoOpDuration is how long the no-op baseline runs (default
-	// Duration, or 10 s when that is 0).
+	// NoOpDuration is how long the no-op baseline runs in all, half
+	// before and half after the load (default Duration, or 10 s when
+	// that is 0).
 	NoOpDuration time.Duration
 	// Window is the length of the per-window rates (default 5 s).
 	Window time.Duration
@@ -95,12 +96,17 @@ type Window struct {
 }
 
 // NoOp is the baseline: the same client, workers and request size
-// against a Go handler that does nothing.
+// against a Go handler that does nothing, half just before the load and
+// half just after.
 type NoOp struct {
 	Requests          int64   `json:"requests"`
 	Seconds           float64 `json:"seconds"`
 	RequestsPerSecond float64 `json:"requests_per_second"`
-	Errors            int64   `json:"errors"`
+	// Before and after are the two halves' rates: far apart, the machine
+	// was busier during one of them than the other.
+	BeforeRequestsPerSecond float64 `json:"before_requests_per_second"`
+	AfterRequestsPerSecond  float64 `json:"after_requests_per_second"`
+	Errors                  int64   `json:"errors"`
 }
 
 // Latency is one call's percentiles over the measured phase, in ms.
@@ -117,8 +123,10 @@ type Latency struct {
 // NodeReport is one server: its resident memory after start (before any
 // load) and at the end, and its CPU use over the measured phase.
 type NodeReport struct {
-	URL          string   `json:"url"`
-	PID          int      `json:"pid,omitempty"`
+	URL string `json:"url"`
+	PID int    `json:"pid,omitempty"`
+	// Workers is how many workers this node served (dealt round-robin).
+	Workers      int      `json:"workers"`
 	IdleRSSBytes *int64   `json:"idle_rss_bytes"`
 	EndRSSBytes  *int64   `json:"end_rss_bytes"`
 	CPUCores     *float64 `json:"cpu_cores"`
@@ -207,7 +215,11 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 	}
 	key := o.Key
 	if o.URL != "" {
-		r.nodes = []*node{{url: strings.TrimRight(o.URL, "/"), pid: o.PID}}
+		n := &node{url: strings.TrimRight(o.URL, "/"), pid: o.PID}
+		if err := n.waitHealthy(ctx, 5*time.Second); err != nil {
+			return nil, err
+		}
+		r.nodes = []*node{n}
 		r.rep.Store = "(the server at --url)"
 	} else {
 		dir, err := os.MkdirTemp("", "tessera-bench-load-")
@@ -221,10 +233,18 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 		}
 		defer stopNodes(r.nodes)
 	}
-	for _, n := range r.nodes {
-		r.rep.Nodes = append(r.rep.Nodes, NodeReport{URL: n.url, PID: n.pid})
+	for i, n := range r.nodes {
+		r.rep.Nodes = append(r.rep.Nodes, NodeReport{URL: n.url, PID: n.pid, Workers: (o.Workers + len(r.nodes) - 1 - i) / len(r.nodes)})
 	}
 	r.key = key
+	hc := newHTTPClient(len(r.nodes))
+	for _, n := range r.nodes {
+		c, err := client.New(n.url, client.WithKey(r.key), client.WithHTTPClient(hc))
+		if err != nil {
+			return nil, err
+		}
+		r.admins = append(r.admins, c)
+	}
 	r.sampleIdle(ctx)
 	if err := r.setUp(ctx); err != nil {
 		return nil, err
@@ -238,11 +258,6 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 // sampleIdle reads each server's memory before any load: started servers
 // right after /healthz answered.
 func (r *run) sampleIdle(ctx context.Context) {
-	hc := newHTTPClient(4)
-	for _, n := range r.nodes {
-		c, _ := client.New(n.url, client.WithKey(r.key), client.WithHTTPClient(hc))
-		r.admins = append(r.admins, c)
-	}
 	for i, s := range sampleAll(ctx, r.admins, r.nodes) {
 		if s.procFrom != "" {
 			rss := s.rssBytes
@@ -291,7 +306,7 @@ func (r *run) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, base: base, hc: hc, public: r.o.Public, seen: map[string]taskSeen{}})
+		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, public: r.o.Public, seen: map[string]taskSeen{}})
 	}
 	warm := &phase{alive: r.alive}
 	warm.end(30 * time.Second) // claims wait for the others' tasks, not forever

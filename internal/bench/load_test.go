@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestLoadLifecycleAgainstURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, rep)
+	checkReport(t, rep, "enqueue")
 	v := rep.Verify
 	// Each worker's warm-up lifecycle is verified too, but not measured.
 	if want := int(rep.Tasks) + 2; v.Enqueued != want || v.Succeeded != want || v.ServerListed != want || v.RunsChecked != want {
@@ -60,38 +61,64 @@ func TestLoadLifecycleAgainstURL(t *testing.T) {
 	}
 }
 
-// A backlog is enqueued (in batches when the server has the route), then
-// worked off to the end: exactly the backlog is measured.
+// A backlog is enqueued in batches, or as single enqueues when the
+// server refuses the batch route, then worked off to the end: exactly
+// the backlog is measured.
 func TestLoadBacklogAgainstURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a load of a few seconds")
 	}
-	s := testserver.Start(t, testserver.Options{Core: raisedAdmission})
-	admin, _ := client.New(s.URL, client.WithKey(testserver.AdminKey))
-	batch, err := hasRoute(context.Background(), admin, "post", batchPath)
-	if err != nil {
-		t.Fatal(err)
+	noBatch := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, batchPath) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such route"}}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
 	}
-	rep, err := Load(context.Background(), LoadOptions{URL: s.URL, Key: testserver.AdminKey, Workers: 2,
-		Backlog: 50, NoOpDuration: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkReport(t, rep)
-	if rep.Mode != "backlog" || rep.CallsPerTask != 3 || rep.Tasks != 50 {
-		t.Errorf("mode %q, %d calls per task, %d tasks: want backlog, 3, 50", rep.Mode, rep.CallsPerTask, rep.Tasks)
-	}
-	want := map[bool]string{true: "batch", false: "single"}[batch]
-	if b := rep.Backlog; b == nil || b.Tasks != 50 || b.Method != want || b.TasksPerSecond <= 0 || b.RowsWritten == nil {
-		t.Errorf("backlog %+v: want 50 tasks by %s, with a rate and rows", b, want)
-	}
-	if v := rep.Verify; v.Enqueued != 52 || v.Succeeded != 52 || v.Left != 0 {
-		t.Errorf("verify %+v: want the 50 and the 2 warm-ups succeeded", v)
+	for _, c := range []struct {
+		method, call string
+		wrap         func(http.Handler) http.Handler
+	}{{"batch", "enqueue_batch", nil}, {"single", "enqueue", noBatch}} {
+		t.Run(c.method, func(t *testing.T) {
+			s := testserver.Start(t, testserver.Options{Core: raisedAdmission, Wrap: c.wrap})
+			rep, err := Load(context.Background(), LoadOptions{URL: s.URL, Key: testserver.AdminKey, Workers: 2,
+				Backlog: 50, NoOpDuration: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, rep, c.call)
+			if rep.Mode != "backlog" || rep.CallsPerTask != 3 || rep.Tasks != 50 {
+				t.Errorf("mode %q, %d calls per task, %d tasks: want backlog, 3, 50", rep.Mode, rep.CallsPerTask, rep.Tasks)
+			}
+			if b := rep.Backlog; b == nil || b.Tasks != 50 || b.Method != c.method || b.TasksPerSecond <= 0 || b.RowsWritten == nil ||
+				(c.wrap != nil) != strings.Contains(b.Note, "refused") {
+				t.Errorf("backlog %+v: want 50 tasks by %s, with a rate and rows, and a note only when batches were refused", b, c.method)
+			}
+			if v := rep.Verify; v.Enqueued != 52 || v.Succeeded != 52 || v.Left != 0 {
+				t.Errorf("verify %+v: want the 50 and the 2 warm-ups succeeded", v)
+			}
+		})
 	}
 }
 
-// checkReport holds a passing run's report to having every figure.
-func checkReport(t *testing.T, rep *LoadReport) {
+// The route check reads the OpenAPI description as it is written.
+func TestHasRoute(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	admin, _ := client.New(s.URL, client.WithKey(testserver.AdminKey))
+	for path, want := range map[string]bool{"/v1/tasks": true, batchPath: true, "/v1/no-such-route": false} {
+		if got, err := hasRoute(context.Background(), admin, "post", path); err != nil || got != want {
+			t.Errorf("POST %s listed: %v, %v; want %v", path, got, err, want)
+		}
+	}
+}
+
+// checkReport holds a passing run's report to having every figure, and
+// a latency row for each call the run made.
+func checkReport(t *testing.T, rep *LoadReport, enqueueCall string) {
 	t.Helper()
 	if rep.Verify == nil || !rep.Verify.Pass {
 		t.Fatalf("verification: %+v", rep.Verify)
@@ -102,14 +129,18 @@ func checkReport(t *testing.T, rep *LoadReport) {
 	if rep.Tasks <= 0 || rep.TasksPerSecond <= 0 || rep.Seconds <= 0 || len(rep.Windows) == 0 {
 		t.Errorf("tasks %d, %.1f/s over %.2f s, windows %v", rep.Tasks, rep.TasksPerSecond, rep.Seconds, rep.Windows)
 	}
-	if rep.NoOp.Requests <= 0 || rep.NoOp.RequestsPerSecond <= 0 || rep.NoOp.Errors != 0 || rep.Ratio <= 0 {
+	if rep.NoOp.Requests <= 0 || rep.NoOp.RequestsPerSecond <= 0 || rep.NoOp.BeforeRequestsPerSecond <= 0 ||
+		rep.NoOp.AfterRequestsPerSecond <= 0 || rep.NoOp.Errors != 0 || rep.Ratio <= 0 {
 		t.Errorf("no-op %+v, ratio %v", rep.NoOp, rep.Ratio)
 	}
 	calls := map[string]Latency{}
 	for _, l := range rep.Latency {
 		calls[l.Call] = l
 	}
-	for _, name := range []string{"enqueue", "claim", "heartbeat", "submit"} {
+	if len(calls) != 4 {
+		t.Errorf("latency rows %+v, want %s, claim, heartbeat, submit", rep.Latency, enqueueCall)
+	}
+	for _, name := range []string{enqueueCall, "claim", "heartbeat", "submit"} {
 		l, ok := calls[name]
 		if !ok || l.Calls == 0 || l.P50 <= 0 || l.P95 < l.P50 || l.P99 < l.P95 || l.Errors != 0 {
 			t.Errorf("%s latency %+v", name, l)
@@ -124,7 +155,7 @@ func checkReport(t *testing.T, rep *LoadReport) {
 	var text strings.Builder
 	WriteLoad(&text, rep)
 	for _, line := range []string{"tasks ", "tasks/s per window", "no-op ", "ratio ", "rows/task ", "commits, fsyncs/task ",
-		"server ", "bench CPU ", "enqueue ", "claim ", "heartbeat ", "submit ", "verify: PASS"} {
+		"server ", "bench CPU ", enqueueCall + " ", "claim ", "heartbeat ", "submit ", "verify: PASS"} {
 		if !strings.Contains(text.String(), line) {
 			t.Errorf("the printed report has no %q:\n%s", line, text.String())
 		}

@@ -37,8 +37,8 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 		fmt.Fprintf(tw, "tasks/s per window\t%s  (windows of %.0f s, the last %.1f s)\n",
 			strings.Join(windows, " "), rep.WindowSeconds, rep.Windows[n-1].Seconds)
 	}
-	fmt.Fprintf(tw, "no-op\t%.0f req/s (same client, %d workers, %.1f s, %d errors)\n",
-		rep.NoOp.RequestsPerSecond, rep.Workers, rep.NoOp.Seconds, rep.NoOp.Errors)
+	fmt.Fprintf(tw, "no-op\t%.0f req/s (%.0f before the load, %.0f after; same client, %d workers, %.1f s, %d errors)\n",
+		rep.NoOp.RequestsPerSecond, rep.NoOp.BeforeRequestsPerSecond, rep.NoOp.AfterRequestsPerSecond, rep.Workers, rep.NoOp.Seconds, rep.NoOp.Errors)
 	fmt.Fprintf(tw, "ratio\t%.4f  (tasks/s × %d calls ÷ no-op req/s)\n", rep.Ratio, rep.CallsPerTask)
 	fmt.Fprintf(tw, "rows/task\twritten %s, read %s (%s)\n", optional(rep.RowsWrittenPerTask, "%.2f"),
 		optional(rep.RowsReadPerTask, "%.2f"), orNA(rep.RowsFrom))
@@ -52,7 +52,7 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 		if n.PID > 0 {
 			pid = fmt.Sprintf(" (pid %d)", n.PID)
 		}
-		fmt.Fprintf(tw, "server\t%s%s: RSS idle %s, end %s; CPU %s cores (%s)\n", n.URL, pid,
+		fmt.Fprintf(tw, "server\t%s%s, %d workers: RSS idle %s, end %s; CPU %s cores (%s)\n", n.URL, pid, n.Workers,
 			mib(n.IdleRSSBytes), mib(n.EndRSSBytes), optional(n.CPUCores, "%.2f"), orNA(n.From))
 	}
 	fmt.Fprintf(tw, "bench CPU\t%s cores\n", optional(rep.BenchCPUCores, "%.2f"))

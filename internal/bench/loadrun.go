@@ -30,13 +30,6 @@ const (
 // measure runs the no-op baseline, the backlog if asked, the measured
 // phase, and the verification, filling r.rep.
 func (r *run) measure(ctx context.Context) error {
-	r.progress("no-op baseline: %d workers for %s", len(r.workers), r.o.NoOpDuration)
-	noop, err := r.noOp(ctx, r.o.NoOpDuration)
-	if err != nil {
-		return err
-	}
-	r.rep.NoOp = noop
-
 	stats := &callStats{}
 	if r.o.Backlog > 0 {
 		s, err := r.backlog(ctx)
@@ -44,6 +37,14 @@ func (r *run) measure(ctx context.Context) error {
 			return err
 		}
 		stats.merge(s)
+	}
+	// The baseline runs half just before the load and half just after,
+	// so whatever else the machine does then weighs on both alike.
+	firstHalf := r.o.NoOpDuration / 2
+	r.progress("no-op baseline: %d workers for %s, and as long after the load", len(r.workers), firstHalf)
+	noOpBefore, err := r.noOp(ctx, firstHalf)
+	if err != nil {
+		return err
 	}
 
 	p := &phase{alive: r.alive}
@@ -74,6 +75,11 @@ func (r *run) measure(ctx context.Context) error {
 	if !r.alive() {
 		return fmt.Errorf("a server exited during the run:\n%s", r.deadNodeLog())
 	}
+	noOpAfter, err := r.noOp(ctx, r.o.NoOpDuration-firstHalf)
+	if err != nil {
+		return err
+	}
+	r.rep.NoOp = combineNoOp(noOpBefore, noOpAfter)
 
 	r.rep.Seconds = elapsed.Seconds()
 	r.rep.Tasks = p.done.Load()
@@ -218,7 +224,7 @@ func (r *run) nodeFigures(before, after []nodeSample, elapsed time.Duration) {
 func (r *run) deadNodeLog() string {
 	for _, n := range r.nodes {
 		if !n.alive() {
-			return fmt.Sprintf("%s (pid %d): %v\n%s", n.url, n.pid, n.cmd.ProcessState, n.stderr.String())
+			return fmt.Sprintf("%s (pid %d): %v%s", n.url, n.pid, n.cmd.ProcessState, n.logTail())
 		}
 	}
 	return ""
@@ -262,12 +268,19 @@ func latencies(s *callStats) []Latency {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	for k := range numCalls {
 		h := &s.lat[k]
-		if h.n == 0 && s.errs[k] == 0 && k == callEnqueueBatch {
-			continue // no batches in this run
+		if h.n == 0 && s.errs[k] == 0 {
+			continue // not made in this run (batches, or singles beside them)
 		}
 		out = append(out, Latency{Call: callNames[k], Calls: h.n, P50: ms(h.quantile(0.50)), P95: ms(h.quantile(0.95)),
 			P99: ms(h.quantile(0.99)), Errors: s.errs[k], FirstError: s.firstErr[k]})
 	}
+	return out
+}
+
+func combineNoOp(before, after NoOp) NoOp {
+	out := NoOp{Requests: before.Requests + after.Requests, Seconds: before.Seconds + after.Seconds,
+		Errors: before.Errors + after.Errors, BeforeRequestsPerSecond: before.RequestsPerSecond, AfterRequestsPerSecond: after.RequestsPerSecond}
+	out.RequestsPerSecond = float64(out.Requests) / out.Seconds
 	return out
 }
 

@@ -105,16 +105,24 @@ func (n *node) waitHealthy(ctx context.Context, limit time.Duration) error {
 			return nil
 		}
 		select {
-		case <-n.exited:
-			return fmt.Errorf("server exited before it was healthy: %v\n%s", n.cmd.ProcessState, n.stderr.String())
+		case <-n.exited: // nil, never ready, for a --url server
+			return fmt.Errorf("server exited before it was healthy: %v%s", n.cmd.ProcessState, n.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s/healthz not healthy after %s: %v\n%s", n.url, limit, err, n.stderr.String())
+			return fmt.Errorf("%s/healthz not healthy after %s: %v%s", n.url, limit, err, n.logTail())
 		}
 	}
+}
+
+// logTail is the end of a child's log on a line of its own, or "".
+func (n *node) logTail() string {
+	if tail := n.stderr.String(); tail != "" {
+		return "\n" + tail
+	}
+	return ""
 }
 
 // alive reports whether a started child is still running (a --url
@@ -225,7 +233,11 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String is the tail; a --url server has no buffer, and an empty tail.
 func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.b))
@@ -284,9 +296,8 @@ func parseProcStatCPU(stat string) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// rawRequest sends one request outside the client package: the batch
-// enqueue (which the client does not know in every build this bench
-// measures) and the CPU profile.
+// rawRequest sends a request the client has no method for: the CPU
+// profile.
 func rawRequest(ctx context.Context, hc *http.Client, method, url, key string, body []byte, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {

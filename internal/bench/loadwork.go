@@ -90,8 +90,6 @@ type worker struct {
 	id     int
 	c      *client.Client // in the bench namespace, on its node
 	key    string
-	base   string // the node's base URL, for the raw batch call
-	hc     *http.Client
 	public bool
 	seq    int
 	seen   map[string]taskSeen

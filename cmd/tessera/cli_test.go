@@ -28,7 +28,7 @@ func cli(t *testing.T, url, key, input string, args ...string) (string, int) {
 
 // Every command answers -h with its usage and exit code 0.
 func TestHelpExitsZeroForEveryCommand(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"help"}, {"serve", "-h"}, {"admin", "create-key", "-h"}, {"bench", "rows", "-h"},
+	for _, args := range [][]string{{"-h"}, {"help"}, {"serve", "-h"}, {"admin", "create-key", "-h"}, {"bench", "rows", "-h"}, {"bench", "load", "-h"},
 		{"tasks", "-h"}, {"tasks", "enqueue", "-h"}, {"tasks", "list", "-h"}, {"tasks", "get", "-h"}, {"tasks", "cancel", "-h"},
 		{"tasks", "pause", "-h"}, {"tasks", "resume", "-h"}, {"tasks", "retry", "-h"}, {"counts", "-h"},
 		{"records", "-h"}, {"records", "put", "-h"}, {"records", "get", "-h"}, {"records", "list", "-h"},

@@ -20,6 +20,7 @@ server:
   serve              run the server (see tessera serve -h)
   admin create-key   create an admin principal and key, offline
   bench rows         measure the storage rows each kind of request costs
+  bench load         measure tasks/s over HTTP against a no-op baseline, and verify
   version            print the version
 
 client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json):

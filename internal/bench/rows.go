@@ -1,6 +1,10 @@
 // Package bench holds Tessera's built-in measurements (SPEC §14). Rows runs
 // a fixed scenario in process on a fresh store and reports the storage
 // rows each kind of request costs, so releases can be compared row by row.
+// Load drives a running server (one it starts, or any at a URL) from
+// outside over loopback HTTP with the Go client, measures throughput,
+// latency, rows, memory and CPU against a no-op baseline in the same run,
+// and verifies through the API that no task was lost or done twice.
 package bench
 
 import (

@@ -75,7 +75,8 @@ twice or leased twice (exit 1 if one was).
 	fs.StringVar(&o.Key, "key", "", "with --url: an admin key of that server")
 	fs.IntVar(&o.PID, "pid", 0, "with --url: the server's process id, to read its memory and CPU from /proc")
 	fs.DurationVar(&o.NoOpDuration, "noop-duration", 0, "how long the no-op baseline runs (default --duration, or 10s when the backlog is worked off to the end)")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the server over the middle of the run to this file (if it serves /debug/pprof/profile)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the server over the middle of the run to this file (from its --debug-addr)")
+	fs.StringVar(&o.DebugURL, "debug-url", "", "with --url and --cpuprofile: where that server serves its profiles (http://<its --debug-addr>)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,11 +75,22 @@ func TestBenchLoadStartsItsOwnServer(t *testing.T) {
 	if err := syscall.Kill(n.PID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the server (pid %d) still exists after the bench: %v", n.PID, err)
 	}
-	// serve has no profiling endpoint in this build: the bench says so
-	// instead of writing a file.
-	_, statErr := os.Stat(profile)
-	if skipped := strings.HasPrefix(rep.CPUProfile, "skipped: "); skipped != os.IsNotExist(statErr) {
-		t.Errorf("cpu profile %q, file: %v", rep.CPUProfile, statErr)
+	// The child served its profile on a --debug-addr of its own: a
+	// gzipped pprof file.
+	if !strings.HasPrefix(rep.CPUProfile, profile+" (") {
+		t.Errorf("cpu profile %q: want it written to %s", rep.CPUProfile, profile)
+	}
+	f, err := os.Open(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("cpu profile: %v", err)
+	}
+	if b, err := io.ReadAll(z); err != nil || len(b) == 0 {
+		t.Errorf("cpu profile: %d bytes, %v", len(b), err)
 	}
 }
 

@@ -29,6 +29,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (/debug/pprof/) on this address of their own (default: off)")
 	httpCfg := httpapi.Config{Version: version}
 	fs.DurationVar(&httpCfg.BodyReadTimeout, "body-read-timeout", httpapi.DefaultBodyReadTimeout, "a request body must be in within this, plus one second per --min-upload-rate bytes")
 	fs.Int64Var(&httpCfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate, "the slowest a request body may arrive after --body-read-timeout, in bytes per second")
@@ -108,6 +109,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version, "max_connections", httpCfg.MaxConns)
+	if *debugAddr != "" {
+		stop, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		defer stop()
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.API.Listener(ln)) }()

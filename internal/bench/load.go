@@ -25,6 +25,9 @@ type LoadOptions struct {
 	// for memory and CPU time.
 	URL, Key string
 	PID      int
+	// DebugURL, with URL, is where that server serves its profiles (its
+	// --debug-addr); started servers get one of their own.
+	DebugURL string
 	// Store is the started servers' --store (sqlite, or a PostgreSQL URL
 	// that Nodes servers share).
 	Store string
@@ -39,7 +42,7 @@ type LoadOptions struct {
 	Backlog int
 	Public  bool
 	// CPUProfile is a file to write a CPU profile of the (first) server
-	// to, taken over the middle of the run, if the server serves one.
+	// to, taken over the middle of the run from its --debug-addr.
 	CPUProfile string
 	// NoOpDuration is how long the no-op baseline runs in all, half
 	// before and half after the load (default Duration, or 10 s when
@@ -215,7 +218,7 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 	}
 	key := o.Key
 	if o.URL != "" {
-		n := &node{url: strings.TrimRight(o.URL, "/"), pid: o.PID}
+		n := &node{url: strings.TrimRight(o.URL, "/"), pid: o.PID, debugURL: strings.TrimRight(o.DebugURL, "/")}
 		if err := n.waitHealthy(ctx, 5*time.Second); err != nil {
 			return nil, err
 		}

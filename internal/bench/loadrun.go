@@ -341,11 +341,14 @@ func (r *run) noOp(ctx context.Context, d time.Duration) (NoOp, error) {
 }
 
 // profile fetches a CPU profile of the first server over the middle of
-// the run, if it serves /debug/pprof/profile; the func it returns waits
-// for it and says what happened.
+// the run from its --debug-addr; the func it returns waits for it and says
+// what happened.
 func (r *run) profile(ctx context.Context) func() string {
 	if r.o.CPUProfile == "" {
 		return func() string { return "" }
+	}
+	if r.nodes[0].debugURL == "" {
+		return func() string { return "skipped: no --debug-url for the server at --url" }
 	}
 	offset, length := 5*time.Second, 20*time.Second
 	if r.o.Duration > 0 {
@@ -354,20 +357,20 @@ func (r *run) profile(ctx context.Context) func() string {
 	result := make(chan string, 1)
 	go func() {
 		pause(ctx, offset)
-		result <- fetchProfile(ctx, r.nodes[0].url, r.key, r.o.CPUProfile, length)
+		result <- fetchProfile(ctx, r.nodes[0].debugURL, r.o.CPUProfile, length)
 	}()
 	return func() string { return <-result }
 }
 
-func fetchProfile(ctx context.Context, base, key, file string, length time.Duration) string {
+func fetchProfile(ctx context.Context, base, file string, length time.Duration) string {
 	u := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(length/time.Second))
-	res, err := rawRequest(ctx, newHTTPClient(1), "GET", u, key, nil, nil)
+	res, err := rawRequest(ctx, newHTTPClient(1), "GET", u, "", nil, nil)
 	if err != nil {
 		return "skipped: " + err.Error()
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Sprintf("skipped: GET /debug/pprof/profile answered %d: this server serves no CPU profile", res.StatusCode)
+		return fmt.Sprintf("skipped: GET %s answered %d", u, res.StatusCode)
 	}
 	f, err := os.Create(file)
 	if err != nil {

@@ -24,6 +24,8 @@ import (
 // started, or the server at --url.
 type node struct {
 	url string
+	// debugURL serves the server's profiles (its --debug-addr), or is "".
+	debugURL string
 	// pid is the server's process when it is known (a child, or --pid),
 	// for its RSS and CPU time from /proc.
 	pid int
@@ -69,9 +71,17 @@ func startNode(ctx context.Context, o LoadOptions, dataDir, key string) (*node, 
 	}
 	args := append([]string{"serve", "--addr", addr, "--data", dataDir, "--store", o.Store,
 		"--drain-timeout", "10s"}, childAdmission...)
+	debugURL := ""
+	if o.CPUProfile != "" {
+		debugAddr, err := freeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		args, debugURL = append(args, "--debug-addr", debugAddr), "http://"+debugAddr
+	}
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = append(withoutTessera(os.Environ()), "TESSERA_ADMIN_KEY="+key)
-	n := &node{url: "http://" + addr, cmd: cmd, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	n := &node{url: "http://" + addr, debugURL: debugURL, cmd: cmd, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
 	// The server logs a line per request; a pipe read into a bounded
 	// tail costs less than a file that a soak would fill with gigabytes.
 	cmd.Stderr = n.stderr

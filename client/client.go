@@ -342,6 +342,10 @@ func apiError(res *http.Response, b []byte) *Error {
 			e.Code = CodeUnavailable
 		}
 	}
+	if e.Message == "" {
+		// An error with only a code still tells a person what happened.
+		e.Message = cmp.Or(http.StatusText(res.StatusCode), "no message")
+	}
 	return e
 }
 

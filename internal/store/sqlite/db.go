@@ -174,7 +174,7 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 		return errors.New("sqlite: store closed")
 	}
 	c.reset()
-	err := c.transact(ctx, "BEGIN", func() error { return fn(&tx{c: c}) })
+	err := c.transact("BEGIN", func() error { return fn(&tx{c: c}) })
 	db.meter.Add(ctx, 0, c.rowsRead)
 	return Unavailable(err)
 }
@@ -208,7 +208,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	// The missing migrations run in one transaction, so a crash leaves the
 	// store at its old version, never half-migrated.
-	return c.transact(ctx, "BEGIN IMMEDIATE", func() error {
+	return c.transact("BEGIN IMMEDIATE", func() error {
 		for i, name := range files[version:] {
 			sql, err := migrationFS.ReadFile(name)
 			if err != nil {
@@ -426,8 +426,9 @@ func sameValue(a, b sqlite3.Value) bool {
 
 // transact runs fn between begin and COMMIT, rolling back on error or panic.
 // Rows counted by the hook for a rolled-back transaction are discarded by
-// the caller. ctx interrupts a statement that runs past its deadline.
-func (c *conn) transact(ctx context.Context, begin string, fn func() error) (err error) {
+// the caller. A canceled request stops at its next statement (query checks
+// its ctx); one already running is not interrupted.
+func (c *conn) transact(begin string, fn func() error) (err error) {
 	if err := c.c.Exec(begin); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

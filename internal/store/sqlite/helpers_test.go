@@ -49,7 +49,7 @@ func readSteps(tb testing.TB, path string, fn func(*tx) error) (vm, fullScan int
 		tb.Fatal(err)
 	}
 	defer c.close()
-	if err := c.transact(context.Background(), "BEGIN", func() error { return fn(&tx{c: c}) }); err != nil {
+	if err := c.transact("BEGIN", func() error { return fn(&tx{c: c}) }); err != nil {
 		tb.Fatal(err)
 	}
 	for _, s := range c.stmts {

@@ -61,7 +61,7 @@ func (db *DB) runBookkeeping(req *writeReq) error {
 		begin = "BEGIN IMMEDIATE"
 	}
 	defer c.reset()
-	if err := c.transact(req.ctx, begin, func() error { return req.book(c.c) }); err != nil {
+	if err := c.transact(begin, func() error { return req.book(c.c) }); err != nil {
 		return fmt.Errorf("meter ledger: %w", translate(err))
 	}
 	return nil

@@ -25,6 +25,8 @@ import (
 	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/ids"
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -40,7 +42,7 @@ type Row struct {
 // RowNames are the scenario's request names, in order: the same in every
 // release, so tables can be compared.
 var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", "keyed_read_namespace",
-	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "heartbeat",
+	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "claim_granted_10k_finished", "heartbeat",
 	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
 	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
 	"health_500_first", "health_500_repeat"}
@@ -275,6 +277,38 @@ func (r *runner) scenario() {
 	r.do(200, "GET", ns+"/v1/counts", worker, nil)
 	r.measure("enqueue_batch_100", func() { r.do(201, "POST", ns+"/v1/tasks/batch", worker, batchBody(100)) })
 	r.perTask("enqueue_batch_100_per_task", "enqueue_batch_100", 100)
+	// Last of all, as history grown before another row would change it:
+	// on PostgreSQL a full page makes an update move its index entries.
+	r.claimBesideHistory(worker, 10_000)
+}
+
+// claimBesideHistory measures a claim, warm as claim_granted is, in a
+// queue that already holds n finished tasks: written straight to the
+// store, as long use would leave them. Its rows must be claim_granted's:
+// a claim whose plan walks history reads more rows here.
+func (r *runner) claimBesideHistory(worker string, n int) {
+	const ns = "history"
+	now := r.clock.Now()
+	err := r.app.Store.Update(context.Background(), func(tx store.Tx) error {
+		for range n {
+			t := &tessera.Task{Namespace: ns, ID: ids.New(now), Queue: "default", Title: "finished long ago", Labels: []string{},
+				MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "bench",
+				CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
+			if err := tx.TaskInsert(context.Background(), t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.fail(fmt.Errorf("seed history: %w", err))
+		return
+	}
+	r.do(200, "GET", "/ns/"+ns+"/v1/counts", worker, nil)
+	r.do(201, "POST", "/ns/"+ns+"/v1/tasks", worker, map[string]any{"title": "bench task"})
+	r.measure("claim_granted_10k_finished", func() {
+		r.do(200, "POST", "/ns/"+ns+"/v1/claims", worker, map[string]any{"lease_seconds": 60})
+	})
 }
 
 // anonymous measures a session minted and never used, and a session's

@@ -381,3 +381,38 @@ func TestClaimWorkDoesNotGrowWithHistory(t *testing.T) {
 		t.Errorf("statements were prepared again: %d and %d times", smallReprep, largeReprep)
 	}
 }
+
+// The meter counts the rows a statement steps over, whatever its plan:
+// an index walk that a constraint bounds (the slot walkStep reads), a
+// scan that none bounds, and a seek that steps over nothing.
+func TestMeterCountsIndexWalks(t *testing.T) {
+	c, err := openConn(filepath.Join(t.TempDir(), "walk.db"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if err := c.c.Exec(`CREATE TABLE t (ns TEXT, id INTEGER, state TEXT, PRIMARY KEY (ns, id)) WITHOUT ROWID;
+CREATE INDEX t_state ON t (ns, state);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+INSERT INTO t SELECT 'a', i, CASE WHEN i = 1000 THEN 'leased' ELSE 'done' END FROM n;`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, sql string
+		read      int64
+	}{
+		// 1 row returned after 999 steps along the primary key.
+		{"walk of the primary key", `SELECT id FROM t WHERE ns = ? AND +state = ?`, 999},
+		{"scan", `SELECT id FROM t WHERE +ns = ? AND +state = ?`, 999},
+		{"walk returning what it visits", `SELECT id FROM t WHERE ns = ? AND state = 'done' AND ? != ''`, 999},
+		{"seek", `SELECT id FROM t WHERE ns = ? AND state = ?`, 1},
+	} {
+		c.reset()
+		if err := c.query(context.Background(), tc.sql, []any{"a", "leased"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.rowsRead != tc.read {
+			t.Errorf("%s: %d rows read, want %d", tc.name, c.rowsRead, tc.read)
+		}
+	}
+}

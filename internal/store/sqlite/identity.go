@@ -200,7 +200,10 @@ func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key str
 }
 
 func (t *tx) IdempotencyPut(ctx context.Context, e *store.Idempotency) (bool, error) {
-	n, err := t.c.exec(ctx, `INSERT INTO idempotency (namespace, principal_id, route, key, request_hash, response, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
- ON CONFLICT DO NOTHING`, e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
+	// The id orders entries by their making (migration 0008); reading the
+	// last id is one step to the tree's edge.
+	n, err := t.c.exec(ctx, `INSERT INTO idempotency (id, namespace, principal_id, route, key, request_hash, response, created_at)
+ VALUES (max(? * 4096, coalesce((SELECT max(id) FROM idempotency), 0) + 1), ?, ?, ?, ?, ?, ?, ?)
+ ON CONFLICT DO NOTHING`, e.CreatedAt, e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
 	return n > 0, err
 }

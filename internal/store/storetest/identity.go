@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -382,6 +384,58 @@ func testIdentity(t *testing.T, open Opener) {
 		other.Route = "submit:T1"
 		if !put(&other) {
 			t.Error("the same key on another route was not stored")
+		}
+	})
+
+	// Retention deletes the entries made before its cutoff, oldest first
+	// and at most limit of them, and keeps every other, including those
+	// made in the same millisecond as each other.
+	t.Run("IdempotencyPurgeByAge", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		ages := []time.Duration{-3 * time.Hour, -3 * time.Hour, -2 * time.Hour, -time.Hour, 0, 0}
+		writeTx(t, s, func(tx store.Tx) error {
+			for i, age := range ages {
+				e := &store.Idempotency{Namespace: "main", PrincipalID: "p1", Route: "enqueue", Key: fmt.Sprint("k-", i),
+					RequestHash: []byte{1}, Response: []byte(`{}`), CreatedAt: epoch.Add(age)}
+				if stored, err := tx.IdempotencyPut(ctx, e); err != nil || !stored {
+					return fmt.Errorf("put %d: stored %v, %w", i, stored, err)
+				}
+			}
+			return nil
+		})
+		kept := func() (keys []string) {
+			readTx(t, s, func(tx store.Tx) error {
+				for i := range ages {
+					_, err := tx.IdempotencyGet(ctx, "main", "p1", "enqueue", fmt.Sprint("k-", i))
+					if err == nil {
+						keys = append(keys, fmt.Sprint("k-", i))
+					} else if !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+				}
+				return nil
+			})
+			return keys
+		}
+		purge := func(before time.Time, limit, want int) {
+			t.Helper()
+			writeTx(t, s, func(tx store.Tx) error {
+				n, err := tx.IdempotencyPurge(ctx, before, limit)
+				if n != want {
+					t.Errorf("purge before %v, limit %d: %d deleted, want %d", before.Sub(epoch), limit, n, want)
+				}
+				return err
+			})
+		}
+		purge(epoch.Add(-90*time.Minute), 2, 2)
+		if got := kept(); !reflect.DeepEqual(got, []string{"k-2", "k-3", "k-4", "k-5"}) {
+			t.Errorf("after a purge limited to 2, kept %v", got)
+		}
+		purge(epoch.Add(-90*time.Minute), 500, 1)
+		purge(epoch.Add(-90*time.Minute), 500, 0)
+		if got := kept(); !reflect.DeepEqual(got, []string{"k-3", "k-4", "k-5"}) {
+			t.Errorf("after purging what was made over 90 minutes ago, kept %v", got)
 		}
 	})
 }

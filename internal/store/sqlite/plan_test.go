@@ -368,8 +368,9 @@ func claimCycleWork(t *testing.T, history int) (steps, rowsRead, reprepares int6
 // meter counts as read — is the same beside 20,000 finished tasks as
 // beside 200 (the lapse check once walked them all), and no statement of
 // the path is prepared again once warm (bindings used to be cleared after
-// each run, and SQLite prepared the lapse check anew every claim). This driver's SQLite has no scan status, so the meter cannot
-// count rows an index walk visits; VM steps can, and are held here.
+// each run, and SQLite prepared the lapse check anew every claim). The
+// meter counts the steps of index walks (walkStep); VM steps also count
+// what no walk shows, such as a sort, and are held equal too.
 func TestClaimWorkDoesNotGrowWithHistory(t *testing.T) {
 	smallSteps, smallRead, smallReprep := claimCycleWork(t, 200)
 	largeSteps, largeRead, largeReprep := claimCycleWork(t, 20000)

@@ -345,14 +345,8 @@ func openConn(path string, readOnly bool) (*conn, error) {
 	// not only kill -9. Every queued write of a group commit runs in a
 	// savepoint, whose statement journal would otherwise be a temporary
 	// file created, written and deleted at each commit; in memory it costs
-	// the pages the batch changes, and a crash needs none of it. The
-	// writer checkpoints at 4,000 WAL pages (16 MiB), not SQLite's 1,000:
-	// a checkpoint copies each page once however often the WAL holds it,
-	// and stalls the writer for its copy and the database file's fsync, so
-	// fewer of them is less of both (16 workers: 578 → 684 tasks/s, medians
-	// of 3; at 16,000 pages no better). Recovery after a crash reads at
-	// most that WAL.
-	pragmas := "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 4000;"
+	// the pages the batch changes, and a crash needs none of it.
+	pragmas := "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY;"
 	if readOnly {
 		pragmas = "PRAGMA busy_timeout = 5000; PRAGMA query_only = 1;"
 	}

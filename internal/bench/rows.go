@@ -288,13 +288,13 @@ func (r *runner) scenario() {
 // a claim whose plan walks history reads more rows here.
 func (r *runner) claimBesideHistory(worker string, n int) {
 	const ns = "history"
-	now := r.clock.Now()
-	err := r.app.Store.Update(context.Background(), func(tx store.Tx) error {
+	ctx, now := context.Background(), r.clock.Now()
+	err := r.app.Store.Update(ctx, func(tx store.Tx) error {
 		for range n {
 			t := &tessera.Task{Namespace: ns, ID: ids.New(now), Queue: "default", Title: "finished long ago", Labels: []string{},
 				MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "bench",
 				CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
-			if err := tx.TaskInsert(context.Background(), t); err != nil {
+			if err := tx.TaskInsert(ctx, t); err != nil {
 				return err
 			}
 		}

@@ -125,11 +125,11 @@ func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int
 }
 
 func (t *tx) IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	// Ids are making times × 4096 (migration 0008): an entry made before
-	// the cutoff has an id below it, unless the clock stepped back since,
-	// and then it waits until the time its id says.
+	// An entry made before the cutoff has an id below it
+	// (idempotencyIDsPerMS), unless the clock stepped back since, and then
+	// it waits until the time its id says.
 	n, err := t.c.exec(ctx, `DELETE FROM idempotency WHERE id IN (
- SELECT id FROM idempotency WHERE id < ? * 4096 ORDER BY id LIMIT ?)`, before, limit)
+ SELECT id FROM idempotency WHERE id < ? * `+idempotencyIDsPerMS+` ORDER BY id LIMIT ?)`, before, limit)
 	return int(n), err
 }
 

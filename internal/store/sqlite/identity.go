@@ -199,11 +199,15 @@ func (t *tx) IdempotencyGet(ctx context.Context, ns, principalID, route, key str
 	return e, err
 }
 
+// idempotencyIDsPerMS is the id rule of migration 0008: an entry's id is
+// its making time in ms times this, raised past the last id, so ids order
+// entries by age and retention deletes an id range.
+const idempotencyIDsPerMS = "4096"
+
 func (t *tx) IdempotencyPut(ctx context.Context, e *store.Idempotency) (bool, error) {
-	// The id orders entries by their making (migration 0008); reading the
-	// last id is one step to the tree's edge.
+	// Reading the last id is one step to the tree's edge.
 	n, err := t.c.exec(ctx, `INSERT INTO idempotency (id, namespace, principal_id, route, key, request_hash, response, created_at)
- VALUES (max(? * 4096, coalesce((SELECT max(id) FROM idempotency), 0) + 1), ?, ?, ?, ?, ?, ?, ?)
+ VALUES (max(? * `+idempotencyIDsPerMS+`, coalesce((SELECT max(id) FROM idempotency), 0) + 1), ?, ?, ?, ?, ?, ?, ?)
  ON CONFLICT DO NOTHING`, e.CreatedAt, e.Namespace, e.PrincipalID, e.Route, e.Key, e.RequestHash, e.Response, e.CreatedAt)
 	return n > 0, err
 }

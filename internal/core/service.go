@@ -125,15 +125,14 @@ func (s *Service) Close() {
 	<-s.stopped
 }
 
-// StoreCommits reports how many write transactions the store committed —
-// each one fsync — when the backend counts them (SQLite's group commit
-// does).
-func (s *Service) StoreCommits() (int64, bool) {
-	c, ok := s.store.(watchedStore).Store.(interface{ Commits() int64 })
+// StoreCommits reports the store's commits and WAL fsyncs when the
+// backend counts them (SQLite's group commit does).
+func (s *Service) StoreCommits() (store.CommitStats, bool) {
+	c, ok := s.store.(watchedStore).Store.(interface{ CommitStats() store.CommitStats })
 	if !ok {
-		return 0, false
+		return store.CommitStats{}, false
 	}
-	return c.Commits(), true
+	return c.CommitStats(), true
 }
 
 // Config returns the configuration the service runs with.

@@ -109,14 +109,16 @@ var (
 	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces past the first 256 (by name) were left out of the queue metrics.", nil, nil)
 	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
 	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
-	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start: each one fsync, however many requests it carried (group commit).", nil, nil)
+	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
+	descSyncs            = prometheus.NewDesc("tessera_store_wal_syncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
+	descSyncSeconds      = prometheus.NewDesc("tessera_store_wal_sync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
 	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
 )
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
 		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descOmitted,
-		descRunsEnded, descTasksDead, descCommits, descScrapeError} {
+		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descScrapeError} {
 		ch <- d
 	}
 }
@@ -142,7 +144,9 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	if n, ok := c.svc.StoreCommits(); ok {
-		counter(descCommits, float64(n))
+		counter(descCommits, float64(n.Commits))
+		counter(descSyncs, float64(n.Syncs))
+		counter(descSyncSeconds, n.SyncTime.Seconds())
 	}
 
 	runs := c.svc.RunTotals()

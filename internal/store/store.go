@@ -170,6 +170,14 @@ type TaskClaim struct {
 	Lease     tessera.Lease
 }
 
+// CommitStats is what a backend that commits for its requests (SQLite's
+// group commit) reports of it: the transactions committed, the fsyncs of
+// its log that made them durable, and the time those took.
+type CommitStats struct {
+	Commits, Syncs int64
+	SyncTime       time.Duration
+}
+
 // Namespace is a namespace that has been written to.
 type Namespace struct {
 	Name      string    `json:"name"`

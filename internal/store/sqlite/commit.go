@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
@@ -11,18 +12,23 @@ import (
 )
 
 // Group commit. One goroutine, the committer, owns the writer connection.
-// Write transactions queue for it; it takes the one at the head and every
-// one queued behind it (up to maxBatch), runs each in a savepoint of one
-// SQLite transaction — so a failure rolls back only its own writes — and
-// commits them together: one WAL fsync for the batch instead of one per
-// request. No request is answered before the commit is durable
-// (synchronous=FULL), so group commit changes what a write costs, never
-// what an acknowledgement promises. With one request queued the batch is
-// that request's own transaction, without a savepoint.
+// Write transactions queue for it. It runs them one after another in one
+// SQLite transaction, each after the first in a savepoint — so a failure
+// rolls back only its own writes — for as long as writes are queued, or
+// the fsync of the batch before is still running (durable.go); then it
+// commits them together: one commit and one WAL fsync for the batch
+// instead of one per request, and the disk's wait spent running the next
+// batch. No request is answered before its commit is durable, so group
+// commit changes what a write costs, never what an acknowledgement
+// promises. A write that finds the writer idle is its own transaction.
 
-// Commits reports how many write transactions the store has committed:
-// each is one WAL fsync (synchronous=FULL), whatever the requests in it.
-func (db *DB) Commits() int64 { return db.commits.Load() }
+// CommitStats reports the write transactions the store has committed
+// (each is one WAL fsync, whatever the requests in it), the fsyncs, and
+// the time they took.
+func (db *DB) CommitStats() store.CommitStats {
+	return store.CommitStats{Commits: db.commits.Load(), Syncs: db.dur.syncs.Load(),
+		SyncTime: time.Duration(db.dur.syncNanos.Load())}
+}
 
 // maxBatch bounds a batch, so one commit's latency stays a batch's work.
 const maxBatch = 128
@@ -64,37 +70,52 @@ func (db *DB) submit(req *writeReq) writeResult {
 // what is still queued with an error.
 func (db *DB) commitLoop() {
 	defer close(db.stopped)
+	// The syncer answers what was committed before the committer stops.
+	defer func() {
+		close(db.dur.acks)
+		<-db.dur.done
+	}()
+	b := &batch{db: db}
 	var next *writeReq
 	for {
 		req := next
 		next = nil
-		if req == nil {
+		switch {
+		case req != nil:
+		case len(b.reqs) == 0:
 			select {
 			case req = <-db.writes:
 			case <-db.stop:
 				db.drain()
 				return
 			}
-		}
-		if req.book != nil {
-			req.done <- writeResult{err: db.runBookkeeping(req)}
+		case len(b.reqs) == maxBatch:
+			b.commit()
 			continue
-		}
-		batch := []*writeReq{req}
-	gather:
-		for len(batch) < maxBatch {
+		default:
+			// Queued writes join the batch; with none, it commits as soon
+			// as the syncer is free, and takes what arrives until then.
 			select {
-			case r := <-db.writes:
-				if r.book != nil {
-					next = r
-					break gather
-				}
-				batch = append(batch, r)
+			case req = <-db.writes:
 			default:
-				break gather
+				select {
+				case req = <-db.writes:
+				case <-db.dur.free:
+					b.commitFree()
+					continue
+				}
 			}
 		}
-		db.commitBatch(batch)
+		if req.book != nil {
+			if len(b.reqs) > 0 {
+				next = req
+				b.commit()
+				continue
+			}
+			db.runBookkeepingReq(req)
+			continue
+		}
+		b.run(req)
 	}
 }
 
@@ -110,92 +131,133 @@ func (db *DB) drain() {
 	}
 }
 
-// commitBatch runs batch in one transaction, each request in a savepoint
-// when there is more than one, commits, and answers each request.
-func (db *DB) commitBatch(batch []*writeReq) {
-	c := db.writer
-	results := make([]writeResult, len(batch))
-	written := make([]int64, len(batch))
-	read := make([]int64, len(batch))
-	answer := func() {
-		for i, r := range batch {
-			db.meter.Add(r.ctx, written[i], read[i])
-			r.done <- results[i]
-		}
-	}
-	refusing := db.meter.WriteRefusal() != nil
-	if err := c.queryOnly(refusing); err != nil {
-		for i := range results {
-			results[i].err = err
-		}
-		answer()
+// batch is the requests run since the last commit, and the transaction
+// that holds the writes of those that succeeded.
+type batch struct {
+	db      *DB
+	reqs    []*writeReq
+	results []writeResult
+	written []int64
+	read    []int64
+	// open: a transaction is open; in: the requests whose writes it holds.
+	open     bool
+	in       int
+	refusing bool
+}
+
+// run runs req in the batch's transaction, beginning one if none is open.
+// The first request of a transaction needs no savepoint: if it fails,
+// rolling back the transaction rolls back only its writes.
+func (b *batch) run(req *writeReq) {
+	c := b.db.writer
+	i := len(b.reqs)
+	b.reqs = append(b.reqs, req)
+	b.results = append(b.results, writeResult{})
+	b.written = append(b.written, 0)
+	b.read = append(b.read, 0)
+	res := &b.results[i]
+	if err := req.ctx.Err(); err != nil {
+		res.err = err
 		return
 	}
-	// Under query_only SQLite will not take the write lock, and nothing
-	// may write anyway: a plain BEGIN lets the reads through.
+	if !b.open {
+		if err := b.begin(); err != nil {
+			res.err = err
+			return
+		}
+	}
+	c.reset()
+	if b.in > 0 {
+		if err := c.c.Exec("SAVEPOINT request"); err != nil {
+			res.err = fmt.Errorf("savepoint: %w", translate(err))
+			return
+		}
+	}
+	t := &tx{c: c}
+	p, err := run(req.fn, t)
+	b.read[i] = c.rowsRead
+	if err == nil && p == nil && b.in > 0 {
+		if err = c.c.Exec("RELEASE request"); err != nil {
+			err = fmt.Errorf("release: %w", translate(err))
+		}
+	}
+	if err != nil || p != nil {
+		*res = writeResult{err: err, panicked: p}
+		if b.in > 0 {
+			_ = c.c.Exec("ROLLBACK TO request")
+			_ = c.c.Exec("RELEASE request")
+		} else {
+			_ = c.c.Exec("ROLLBACK")
+			b.open = false
+		}
+		return
+	}
+	res.topics, b.written[i] = t.topics, c.rowsWritten
+	b.in++
+}
+
+// begin opens the batch's transaction: BEGIN IMMEDIATE, or while the
+// allowance refuses writes a plain BEGIN under query_only — SQLite will
+// not take the write lock then, and nothing may write anyway, but reads
+// get through.
+func (b *batch) begin() error {
+	c := b.db.writer
+	if err := b.db.dur.broken(); err != nil {
+		return err
+	}
+	b.refusing = b.db.meter.WriteRefusal() != nil
+	if err := c.queryOnly(b.refusing); err != nil {
+		return err
+	}
 	begin := "BEGIN IMMEDIATE"
-	if refusing {
+	if b.refusing {
 		begin = "BEGIN"
 	}
 	if err := c.c.Exec(begin); err != nil {
-		for i := range results {
-			results[i].err = fmt.Errorf("begin: %w", translate(err))
-		}
-		answer()
-		return
+		return fmt.Errorf("begin: %w", translate(err))
 	}
-	alone := len(batch) == 1
-	committed := 0
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			results[i].err = err
-			continue
-		}
-		c.reset()
-		if !alone {
-			if err := c.c.Exec("SAVEPOINT request"); err != nil {
-				results[i].err = fmt.Errorf("savepoint: %w", translate(err))
-				continue
+	b.open, b.in = true, 0
+	return nil
+}
+
+// commit waits for the syncer to be free and commits.
+func (b *batch) commit() {
+	<-b.db.dur.free
+	b.commitFree()
+}
+
+// commitFree commits the batch's transaction, once the syncer is free
+// (the caller took its token), and hands the batch's answers to it: they
+// are given once the commit is durable.
+func (b *batch) commitFree() {
+	db, c := b.db, b.db.writer
+	var seq int64
+	if b.open {
+		// Counted before COMMIT makes the batch visible: a read that ends
+		// after that moment waits for this commit's fsync (durable.go).
+		seq = db.dur.begun.Add(1)
+		if err := c.c.Exec("COMMIT"); err != nil {
+			_ = c.c.Exec("ROLLBACK")
+			for i, r := range b.results {
+				if r.err == nil && r.panicked == nil {
+					b.results[i], b.written[i] = writeResult{err: fmt.Errorf("commit: %w", translate(err))}, 0
+				}
 			}
+		} else if !b.refusing {
+			db.commits.Add(1)
 		}
-		t := &tx{c: c}
-		p, err := run(r.fn, t)
-		read[i] = c.rowsRead
-		if err != nil || p != nil {
-			results[i] = writeResult{err: err, panicked: p}
-			if !alone {
-				_ = c.c.Exec("ROLLBACK TO request")
-				_ = c.c.Exec("RELEASE request")
-			}
-			continue
-		}
-		if !alone {
-			if err := c.c.Exec("RELEASE request"); err != nil {
-				results[i].err = fmt.Errorf("release: %w", translate(err))
-				_ = c.c.Exec("ROLLBACK TO request")
-				_ = c.c.Exec("RELEASE request")
-				continue
-			}
-		}
-		results[i].topics, written[i] = t.topics, c.rowsWritten
-		committed++
 	}
-	if alone && (results[0].err != nil || results[0].panicked != nil) || committed == 0 {
-		_ = c.c.Exec("ROLLBACK")
-		answer()
-		return
-	}
-	if err := c.c.Exec("COMMIT"); err != nil {
-		_ = c.c.Exec("ROLLBACK")
-		for i := range results {
-			if results[i].err == nil && results[i].panicked == nil {
-				results[i], written[i] = writeResult{err: fmt.Errorf("commit: %w", translate(err))}, 0
+	reqs, results, written, read := b.reqs, b.results, b.written, b.read
+	db.dur.acks <- ack{seq: seq, answer: func(syncErr error) {
+		for i, r := range reqs {
+			if syncErr != nil && results[i].err == nil && results[i].panicked == nil {
+				results[i].err = syncErr
 			}
+			db.meter.Add(r.ctx, written[i], read[i])
+			r.done <- results[i]
 		}
-	} else if !refusing {
-		db.commits.Add(1)
-	}
-	answer()
+	}}
+	*b = batch{db: db}
 }
 
 // run calls fn, turning a panic into a value for the caller to re-raise.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,10 +23,10 @@ func commitTask(id string) *tessera.Task {
 		State: tessera.StateReady, RunAt: now, CreatedBy: "p", CreatedAt: now, UpdatedAt: now}
 }
 
-// Writes queued behind a running one commit together, in one transaction,
-// each in a savepoint: the one that fails — by error or by panic — rolls
-// back alone and hears of it; the others commit, and each is answered
-// only after the shared commit.
+// Writes queued behind a running one join its transaction, each in a
+// savepoint: the one that fails — by error or by panic — rolls back alone
+// and hears of it; the others commit with the first, and each is answered
+// only after the shared commit's fsync.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), meter.New(tessera.SystemClock{}))
@@ -44,7 +47,7 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}()
 	<-holding
-	before := db.Commits()
+	before := db.CommitStats()
 
 	const n = 12
 	boom := errors.New("boom")
@@ -81,9 +84,11 @@ func TestGroupCommit(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	// The first transaction and the queued batch: two commits, not 13.
-	if got := db.Commits() - before; got != 2 {
-		t.Errorf("%d commits for 1 + %d queued writes, want 2", got, n)
+	// All were queued before the first could commit: one commit and one
+	// fsync, not 13.
+	after := db.CommitStats()
+	if commits, syncs := after.Commits-before.Commits, after.Syncs-before.Syncs; commits != 1 || syncs != 1 {
+		t.Errorf("%d commits and %d fsyncs for 1 + %d queued writes, want 1 and 1", commits, syncs, n)
 	}
 	err = db.View(ctx, func(tx store.Tx) error {
 		for i := range n {
@@ -107,5 +112,139 @@ func TestGroupCommit(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldSync makes db's WAL fsyncs wait for release, and reports each one
+// as it starts. Once the test ends they no longer wait, so db can close.
+func heldSync(t *testing.T, db *DB) (started <-chan struct{}, release chan<- struct{}) {
+	s, r := make(chan struct{}, 16), make(chan struct{})
+	t.Cleanup(func() { close(r) })
+	db.dur.syncFile = func(f *os.File) error {
+		s <- struct{}{}
+		<-r
+		return fdatasync(f)
+	}
+	return s, r
+}
+
+// A commit is visible before its fsync ends, so nothing that could reveal
+// it answers until then: not its own write, not a write behind it, not a
+// read that began after it. Meanwhile the committer runs the writes
+// behind it, and commits them with the next fsync.
+func TestAnswersWaitForTheFsync(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), meter.New(tessera.SystemClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	started, release := heldSync(t, db)
+
+	first := make(chan error, 1)
+	go func() {
+		first <- db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, commitTask("01FIRST")) })
+	}()
+	<-started // committed, not yet durable
+	behind := make(chan error, 1)
+	go func() {
+		behind <- db.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.TaskGet(ctx, "main", "01FIRST")
+			if err != nil {
+				return err
+			}
+			return tx.TaskInsert(ctx, commitTask("01BEHIND"))
+		})
+	}()
+	read := make(chan error, 1)
+	go func() {
+		read <- db.View(ctx, func(tx store.Tx) error {
+			_, err := tx.TaskGet(ctx, "main", "01FIRST")
+			return err
+		})
+	}()
+	// The write behind ran (its task is visible to the writer) while
+	// the fsync ahead of it was held.
+	deadline := time.Now().Add(5 * time.Second)
+	for db.writer.c.TotalChanges() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-first:
+		t.Fatalf("the write answered (%v) before its fsync", err)
+	case err := <-behind:
+		t.Fatalf("the write behind answered (%v) before the fsync ahead of it", err)
+	case err := <-read:
+		t.Fatalf("a read of the commit answered (%v) before its fsync", err)
+	default:
+	}
+	if got := db.writer.c.TotalChanges(); got < 2 {
+		t.Fatalf("the committer made %d changes while the fsync was held, want the write behind run too", got)
+	}
+	release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	<-started // the batch behind, committed while the first was synced
+	select {
+	case err := <-behind:
+		t.Fatalf("the write behind answered (%v) before its own fsync", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release <- struct{}{}
+	if err := <-behind; err != nil {
+		t.Fatal(err)
+	}
+	if s := db.CommitStats(); s.Commits != 2 || s.Syncs != 2 {
+		t.Errorf("%+v, want 2 commits and 2 fsyncs", s)
+	}
+}
+
+// After a failed fsync the commits it covered may not be on disk, and
+// the store serves nothing more until a restart: 503 for the writes it
+// covered, and for every read and write after.
+func TestFailedFsyncStopsTheStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := Open(ctx, path, meter.New(tessera.SystemClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, commitTask("01OK")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.dur.syncFile = func(*os.File) error { return syscall.EIO }
+	unavailable := func(what string, err error) {
+		t.Helper()
+		var e *tessera.Error
+		if !errors.As(err, &e) || e.Code != tessera.CodeUnavailable || !strings.Contains(e.Message, "restart the server") {
+			t.Errorf("%s: %v, want unavailable until a restart", what, err)
+		}
+	}
+	unavailable("the write the fsync covered", db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, commitTask("01LOST")) }))
+	db.dur.syncFile = fdatasync
+	unavailable("a write after", db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, commitTask("01AFTER")) }))
+	unavailable("a read after", db.View(ctx, func(tx store.Tx) error {
+		_, err := tx.TaskGet(ctx, "main", "01OK")
+		return err
+	}))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, meter.New(tessera.SystemClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(ctx, func(tx store.Tx) error {
+		_, err := tx.TaskGet(ctx, "main", "01OK")
+		return err
+	}); err != nil {
+		t.Fatalf("after the restart: %v", err)
 	}
 }

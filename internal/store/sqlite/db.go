@@ -55,6 +55,8 @@ type DB struct {
 	opened int
 	// commits counts committed write transactions (commit.go).
 	commits atomic.Int64
+	// dur is the syncer's side of a commit (durable.go).
+	dur *durability
 
 	readers chan *conn
 	// indexes is each table's secondary indexes as the meter sees them:
@@ -107,7 +109,18 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 	}
 	db.writer.indexes = db.indexes
 	db.writer.c.PreUpdateHook(db.writer.countWrite)
+	// From here the syncer fsyncs the WAL for the committer (durable.go);
+	// the migrations above committed under FULL.
+	if err := db.writer.c.Exec("PRAGMA synchronous = NORMAL"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("configure %s: %w", path, err)
+	}
+	if db.dur, err = newDurability(path + "-wal"); err != nil {
+		db.Close()
+		return nil, err
+	}
 	db.started = true
+	go db.dur.syncLoop()
 	go db.commitLoop()
 	return db, nil
 }
@@ -131,6 +144,9 @@ func (db *DB) shutdown() error {
 		if c := <-db.readers; c != nil {
 			err = errors.Join(err, c.close())
 		}
+	}
+	if db.dur != nil {
+		err = errors.Join(err, db.dur.wal.Close())
 	}
 	return err
 }
@@ -176,6 +192,10 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	c.reset()
 	err := c.transact("BEGIN", func() error { return fn(&tx{c: c}) })
 	db.meter.Add(ctx, 0, c.rowsRead)
+	if err == nil {
+		// What the snapshot held is answered only once it is durable.
+		err = db.dur.await(ctx)
+	}
 	return Unavailable(err)
 }
 
@@ -342,7 +362,8 @@ func openConn(path string, readOnly bool) (*conn, error) {
 	}
 	// WAL keeps readers off the writer's back; synchronous=FULL fsyncs the
 	// WAL at every commit, so an acknowledged write survives even power loss,
-	// not only kill -9. Every queued write of a group commit runs in a
+	// not only kill -9 (once the committer runs, the syncer takes over the
+	// fsync: durable.go). Every queued write of a group commit runs in a
 	// savepoint, whose statement journal would otherwise be a temporary
 	// file created, written and deleted at each commit; in memory it costs
 	// the pages the batch changes, and a crash needs none of it.

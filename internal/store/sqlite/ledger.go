@@ -49,6 +49,27 @@ func (db *DB) bookkeeping(ctx context.Context, write bool, fn func(*sqlite3.Conn
 	return db.submit(&writeReq{ctx: ctx, book: fn, bookWrite: write}).err
 }
 
+// runBookkeepingReq runs req on the committer and hands its answer to the
+// syncer: once a write of it is durable, and in any case after every
+// batch committed before it (what it read may be theirs).
+func (db *DB) runBookkeepingReq(req *writeReq) {
+	<-db.dur.free
+	var seq int64
+	err := db.dur.broken()
+	if err == nil {
+		if req.bookWrite {
+			seq = db.dur.begun.Add(1)
+		}
+		err = db.runBookkeeping(req)
+	}
+	db.dur.acks <- ack{seq: seq, answer: func(syncErr error) {
+		if err == nil {
+			err = syncErr
+		}
+		req.done <- writeResult{err: err}
+	}}
+}
+
 // runBookkeeping is the committer's side of bookkeeping: query_only lifted
 // for a write, and the hook's counts thrown away.
 func (db *DB) runBookkeeping(req *writeReq) error {

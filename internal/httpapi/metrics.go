@@ -110,8 +110,8 @@ var (
 	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
 	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
 	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
-	descSyncs            = prometheus.NewDesc("tessera_store_wal_syncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
-	descSyncSeconds      = prometheus.NewDesc("tessera_store_wal_sync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
+	descSyncs            = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
+	descSyncSeconds      = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
 	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
 )
 

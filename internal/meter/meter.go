@@ -91,6 +91,9 @@ type Meter struct {
 	mu     sync.Mutex
 	ledger Ledger
 	day    string
+	// dayStart and dayEnd bound day once a clock reading has rolled to it
+	// (rollAt), so the check of every statement formats no date.
+	dayStart, dayEnd time.Time
 	// synced is the day's totals as the ledger last reported them (every
 	// node's rows); pending is this node's rows not yet added to it.
 	synced, pending rows
@@ -188,6 +191,17 @@ func (m *Meter) roll(day string) {
 		m.carried[m.day] = rows{c.written + m.pending.written, c.read + m.pending.read}
 	}
 	m.day, m.synced, m.pending, m.override = day, rows{}, rows{}, nil
+	m.dayStart, m.dayEnd = time.Time{}, time.Time{}
+}
+
+// rollAt rolls to now's day. m.mu held.
+func (m *Meter) rollAt(now time.Time) {
+	if !now.Before(m.dayStart) && now.Before(m.dayEnd) {
+		return
+	}
+	m.roll(Day(now))
+	m.dayEnd = NextReset(now)
+	m.dayStart = m.dayEnd.AddDate(0, 0, -1)
 }
 
 // allowance is the day's allowance. m.mu held.
@@ -201,11 +215,10 @@ func (m *Meter) allowance() Allowance {
 // Today returns today's totals and allowance.
 func (m *Meter) Today() Totals {
 	now := m.clock.Now()
-	day := Day(now)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.roll(day)
-	return Totals{Day: day, RowsWritten: m.synced.written + m.pending.written, RowsRead: m.synced.read + m.pending.read,
+	m.rollAt(now)
+	return Totals{Day: m.day, RowsWritten: m.synced.written + m.pending.written, RowsRead: m.synced.read + m.pending.read,
 		ResetAt: NextReset(now), Allowance: m.allowance()}
 }
 
@@ -240,23 +253,32 @@ func (m *Meter) SetAllowance(ctx context.Context, a Allowance) error {
 
 // WriteRefusal returns the storage_quota_exhausted error when today's
 // written allowance is spent, else nil.
-func (m *Meter) WriteRefusal() error {
-	return m.refusal(func(t Totals) bool { return spent(t.RowsWritten, t.Allowance.RowsWrittenPerDay) })
-}
+func (m *Meter) WriteRefusal() error { return m.refusal(false, true) }
 
 // ReadRefusal is WriteRefusal for the read allowance.
-func (m *Meter) ReadRefusal() error {
-	return m.refusal(func(t Totals) bool { return spent(t.RowsRead, t.Allowance.RowsReadPerDay) })
-}
+func (m *Meter) ReadRefusal() error { return m.refusal(true, false) }
+
+// StatementRefusal is the check of one statement: the read allowance,
+// and the written one too when the statement may write.
+func (m *Meter) StatementRefusal(mayWrite bool) error { return m.refusal(true, mayWrite) }
 
 func spent(used, allowance int64) bool { return allowance > 0 && used >= allowance }
 
-func (m *Meter) refusal(isSpent func(Totals) bool) error {
-	t := m.Today()
-	if !isSpent(t) {
+// refusal is the quota error when the read allowance (read) or the
+// written one (written) is spent. It runs before every statement, so it
+// builds no Totals.
+func (m *Meter) refusal(read, written bool) error {
+	now := m.clock.Now()
+	m.mu.Lock()
+	m.rollAt(now)
+	a := m.allowance()
+	isSpent := read && spent(m.synced.read+m.pending.read, a.RowsReadPerDay) ||
+		written && spent(m.synced.written+m.pending.written, a.RowsWrittenPerDay)
+	m.mu.Unlock()
+	if !isSpent {
 		return nil
 	}
-	return QuotaError(m.clock.Now())
+	return QuotaError(now)
 }
 
 // QuotaError is the refusal of a spent allowance at now: it says when the

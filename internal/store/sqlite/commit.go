@@ -168,7 +168,7 @@ func (b *batch) run(req *writeReq) {
 	}
 	c.reset()
 	if b.in > 0 {
-		if err := c.c.Exec("SAVEPOINT request"); err != nil {
+		if err := c.control("SAVEPOINT request"); err != nil {
 			res.err = fmt.Errorf("savepoint: %w", translate(err))
 			return
 		}
@@ -177,17 +177,17 @@ func (b *batch) run(req *writeReq) {
 	p, err := run(req.fn, t)
 	b.read[i] = c.rowsRead
 	if err == nil && p == nil && b.in > 0 {
-		if err = c.c.Exec("RELEASE request"); err != nil {
+		if err = c.control("RELEASE request"); err != nil {
 			err = fmt.Errorf("release: %w", translate(err))
 		}
 	}
 	if err != nil || p != nil {
 		*res = writeResult{err: err, panicked: p}
 		if b.in > 0 {
-			_ = c.c.Exec("ROLLBACK TO request")
-			_ = c.c.Exec("RELEASE request")
+			_ = c.control("ROLLBACK TO request")
+			_ = c.control("RELEASE request")
 		} else {
-			_ = c.c.Exec("ROLLBACK")
+			_ = c.control("ROLLBACK")
 			b.open = false
 		}
 		return
@@ -213,7 +213,7 @@ func (b *batch) begin() error {
 	if b.refusing {
 		begin = "BEGIN"
 	}
-	if err := c.c.Exec(begin); err != nil {
+	if err := c.control(begin); err != nil {
 		return fmt.Errorf("begin: %w", translate(err))
 	}
 	b.open, b.in = true, 0
@@ -236,8 +236,8 @@ func (b *batch) commitFree() {
 		// Counted before COMMIT makes the batch visible: a read that ends
 		// after that moment waits for this commit's fsync (durable.go).
 		seq = db.dur.begun.Add(1)
-		if err := c.c.Exec("COMMIT"); err != nil {
-			_ = c.c.Exec("ROLLBACK")
+		if err := c.control("COMMIT"); err != nil {
+			_ = c.control("ROLLBACK")
 			for i, r := range b.results {
 				if r.err == nil && r.panicked == nil {
 					b.results[i], b.written[i] = writeResult{err: fmt.Errorf("commit: %w", translate(err))}, 0

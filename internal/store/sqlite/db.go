@@ -329,13 +329,7 @@ type conn struct {
 // even one that would change nothing (CREATE ... IF NOT EXISTS, INSERT OR
 // IGNORE of an existing row); once the read allowance is spent, all are.
 func (db *DB) guard(readOnly bool) error {
-	if err := db.meter.ReadRefusal(); err != nil {
-		return err
-	}
-	if !readOnly {
-		return db.meter.WriteRefusal()
-	}
-	return nil
+	return db.meter.StatementRefusal(!readOnly)
 }
 
 // queryOnly sets PRAGMA query_only to match refusing, as a second line
@@ -453,23 +447,36 @@ func sameValue(a, b sqlite3.Value) bool {
 // the caller. A canceled request stops at its next statement (query checks
 // its ctx); one already running is not interrupted.
 func (c *conn) transact(begin string, fn func() error) (err error) {
-	if err := c.c.Exec(begin); err != nil {
+	if err := c.control(begin); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			_ = c.c.Exec("ROLLBACK")
+			_ = c.control("ROLLBACK")
 		}
 	}()
 	if err := fn(); err != nil {
 		return err
 	}
-	if err := c.c.Exec("COMMIT"); err != nil {
+	if err := c.control("COMMIT"); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
 	return nil
+}
+
+// control runs a transaction's BEGIN, COMMIT, SAVEPOINT and the like,
+// prepared once per connection rather than parsed at every use: the
+// committer runs several for each request. The meter and the guard judge
+// what a transaction does, not where it starts and ends, so these pass
+// neither.
+func (c *conn) control(sql string) error {
+	s, err := c.prepare(sql)
+	if err != nil {
+		return err
+	}
+	return s.Exec()
 }
 
 func (c *conn) prepare(sql string) (*sqlite3.Stmt, error) {

@@ -235,7 +235,10 @@ func (b *batch) commitFree() {
 	if b.open {
 		// Counted before COMMIT makes the batch visible: a read that ends
 		// after that moment waits for this commit's fsync (durable.go).
-		seq = db.dur.begun.Add(1)
+		// Under query_only the batch wrote nothing, and needs none.
+		if !b.refusing {
+			seq = db.dur.begun.Add(1)
+		}
 		if err := c.control("COMMIT"); err != nil {
 			_ = c.control("ROLLBACK")
 			for i, r := range b.results {

@@ -61,6 +61,9 @@ func (db *DB) runBookkeepingReq(req *writeReq) {
 			seq = db.dur.begun.Add(1)
 		}
 		err = db.runBookkeeping(req)
+		if err == nil && req.bookWrite {
+			db.commits.Add(1)
+		}
 	}
 	db.dur.acks <- ack{seq: seq, answer: func(syncErr error) {
 		if err == nil {

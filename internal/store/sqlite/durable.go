@@ -16,11 +16,12 @@ import (
 // synchronous=NORMAL: its COMMIT writes the batch's WAL frames and makes
 // them visible, but does not fsync. The committer hands the batch's
 // answers to the syncer and starts the next batch at once; the syncer
-// fdatasyncs the WAL — one call for every batch committed since its last
-// — and only then answers them. So no write is acknowledged before the
-// WAL holds it on disk, as under synchronous=FULL, but the batch behind
-// runs its statements while the one ahead waits for the disk, instead of
-// after it.
+// fdatasyncs the WAL and only then answers them. So no write is
+// acknowledged before the WAL holds it on disk, as under
+// synchronous=FULL, but the batch behind runs its statements while the
+// one ahead waits for the disk, instead of after it. The next batch
+// commits once the syncer is free again (commit.go), so a commit and an
+// fsync are one to one.
 //
 // What a commit makes visible is seen before it is durable, so whatever
 // could reveal it waits for the fsync too: a later batch's answers queue
@@ -102,11 +103,17 @@ func (d *durability) sync(seq int64) error {
 	d.syncNanos.Add(int64(time.Since(start)))
 	d.syncs.Add(1)
 	d.durable.Store(seq)
+	d.wake()
+	return nil
+}
+
+// wake tells the readers waiting in await that durable moved, or the
+// store failed.
+func (d *durability) wake() {
 	d.mu.Lock()
 	close(d.advanced)
 	d.advanced = make(chan struct{})
 	d.mu.Unlock()
-	return nil
 }
 
 // fail stops the store for good after a failed fsync. The commits it
@@ -119,10 +126,7 @@ func (d *durability) fail(err error) error {
 	e := &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: 30 * time.Second,
 		Message: "storage is unavailable (the write-ahead log could not be synced to disk, so the last writes may not be durable); restart the server"}
 	d.failed.CompareAndSwap(nil, e)
-	d.mu.Lock()
-	close(d.advanced)
-	d.advanced = make(chan struct{})
-	d.mu.Unlock()
+	d.wake()
 	return fmt.Errorf("%w: %w", d.failed.Load(), err)
 }
 

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -27,11 +26,7 @@ func BenchmarkClaimBesideHistory(b *testing.B) {
 			ctx := context.Background()
 			clock := tessera.SystemClock{}
 			m := meter.New(clock)
-			db, err := Open(ctx, filepath.Join(b.TempDir(), "t.db"), m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
+			db := tempStore(b, m)
 			now := time.Now().UTC()
 			for start := 0; start < history; start += 50_000 {
 				if err := db.Update(ctx, func(tx store.Tx) error {

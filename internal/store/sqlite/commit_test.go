@@ -29,11 +29,7 @@ func commitTask(id string) *tessera.Task {
 // only after the shared commit's fsync.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempStore(t, meter.New(tessera.SystemClock{}))
 
 	// Hold the committer inside a first transaction while the others
 	// queue behind it.
@@ -90,7 +86,7 @@ func TestGroupCommit(t *testing.T) {
 	if commits, syncs := after.Commits-before.Commits, after.Syncs-before.Syncs; commits != 1 || syncs != 1 {
 		t.Errorf("%d commits and %d fsyncs for 1 + %d queued writes, want 1 and 1", commits, syncs, n)
 	}
-	err = db.View(ctx, func(tx store.Tx) error {
+	err := db.View(ctx, func(tx store.Tx) error {
 		for i := range n {
 			_, err := tx.TaskGet(ctx, "main", fmt.Sprintf("01T%02d", i))
 			switch i {
@@ -134,11 +130,7 @@ func heldSync(t *testing.T, db *DB) (started <-chan struct{}, release chan<- str
 // behind it, and commits them with the next fsync.
 func TestAnswersWaitForTheFsync(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := tempStore(t, meter.New(tessera.SystemClock{}))
 	started, release := heldSync(t, db)
 
 	first := make(chan error, 1)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,6 +20,18 @@ import (
 func finishedTask(i int, now time.Time) *tessera.Task {
 	return &tessera.Task{Namespace: "main", ID: fmt.Sprintf("00H%08d", i), Queue: "q", Title: "old", Labels: []string{},
 		MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "p", CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
+}
+
+// tempStore opens a store on a fresh file of the test's, metered by m,
+// and closes it when the test ends.
+func tempStore(tb testing.TB, m *meter.Meter) *DB {
+	tb.Helper()
+	db, err := Open(context.Background(), filepath.Join(tb.TempDir(), "t.db"), m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // adminService is a core service over db and the actor of a fresh admin

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -25,11 +24,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			ctx := context.Background()
 			clock := tessera.SystemClock{}
 			m := meter.New(clock)
-			db, err := Open(ctx, filepath.Join(b.TempDir(), "t.db"), m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
+			db := tempStore(b, m)
 			cfg := core.DefaultConfig()
 			cfg.ClaimRate, cfg.ClaimBurst, cfg.ClaimConcurrency = 1e9, 1e9, 1e6
 			svc, a := adminService(b, db, m, clock, cfg)

@@ -24,13 +24,9 @@ import (
 // captured as the store runs them, so a rewrite cannot slip past the test.
 func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempStore(t, meter.New(tessera.SystemClock{}))
 	now := time.Now().UTC()
-	err = db.Update(ctx, func(tx store.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		for i, ns := range []string{"main", "alpha", "beta"} {
 			ev := &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: "p" + string(rune('0'+i)),
 				KeyID: "k", Action: "task.get", Target: "t", Status: 200}
@@ -191,11 +187,7 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 	ctx := context.Background()
 	clock := tessera.NewManualClock(time.Now())
 	m := meter.New(clock)
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempStore(t, m)
 	svc, a := adminService(t, db, m, clock, core.DefaultConfig())
 	defer svc.Close()
 
@@ -218,7 +210,7 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 		_, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "t", Queue: "q"}, "")
 		must("enqueue", err)
 	}
-	_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "t", Queue: "q", Public: true}, "key-1")
+	_, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "t", Queue: "q", Public: true}, "key-1")
 	must("idempotent enqueue", err)
 	c, err := svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "q", LeaseSeconds: 10})
 	must("claim", err)
@@ -314,11 +306,7 @@ func claimCycleWork(t *testing.T, history int) (steps, rowsRead, reprepares int6
 	ctx := context.Background()
 	clock := tessera.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	m := meter.New(clock)
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := tempStore(t, m)
 	now := clock.Now()
 	if err := db.Update(ctx, func(tx store.Tx) error {
 		for i := range history {

@@ -115,7 +115,8 @@ type server struct {
 }
 
 // startServer runs `tessera serve` on dataDir and waits until it accepts
-// connections.
+// connections and has logged that it serves (the line comes just after
+// the listen, so a test reading it must not race it).
 func startServer(t *testing.T, bin, dataDir string, env ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
@@ -142,7 +143,9 @@ func startServer(t *testing.T, bin, dataDir string, env ...string) *server {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return s
+			if strings.Contains(s.stderr.String(), "tessera serving") {
+				return s
+			}
 		}
 		select {
 		case <-s.exited:

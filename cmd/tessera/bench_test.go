@@ -76,6 +76,19 @@ func TestBenchLoadStartsItsOwnServer(t *testing.T) {
 	if len(c) != 3 || commits <= 0 || math.Abs(commits-fsyncs) > 2.01 || c["tessera_store_wal_fsync_seconds_total"] <= 0 {
 		t.Errorf("store counters per task %v over %d tasks: want commits, as many WAL fsyncs, and their seconds", c, rep.Tasks)
 	}
+	// And where a write transaction's time went, phase by phase in the
+	// store's order; every write waits for its fsync.
+	var phases []string
+	syncing := 0.0
+	for _, p := range rep.WritePhases {
+		phases = append(phases, p.Phase)
+		if p.Phase == "syncing" {
+			syncing = p.MeanMS
+		}
+	}
+	if strings.Join(phases, " ") != "queued running batched committing syncing answering" || syncing <= 0 {
+		t.Errorf("write phases %+v: want the six, in order, with time syncing", rep.WritePhases)
+	}
 	// The child was stopped (and waited for) before the bench exited.
 	if err := syscall.Kill(n.PID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the server (pid %d) still exists after the bench: %v", n.PID, err)

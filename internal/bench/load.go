@@ -81,13 +81,22 @@ type LoadReport struct {
 	// StorePerTask are the server's commit/fsync counters per task, by
 	// metric name; empty when it exposes none ("n/a").
 	StorePerTask map[string]float64 `json:"store_per_task"`
-	Nodes        []NodeReport       `json:"nodes"`
+	// WritePhases says where a write transaction's time went, when the
+	// store reports it (SQLite's group commit).
+	WritePhases []WritePhase `json:"write_phases,omitempty"`
+	Nodes       []NodeReport `json:"nodes"`
 	// BenchCPUCores is the load generator's own CPU use (÷ Seconds), to
 	// see whether it, rather than the server, was the limit.
 	BenchCPUCores *float64       `json:"bench_cpu_cores"`
 	Backlog       *BacklogReport `json:"backlog,omitempty"`
 	CPUProfile    string         `json:"cpu_profile"`
 	Verify        *VerifyReport  `json:"verify"`
+}
+
+// WritePhase is the mean time a write transaction spent in one phase.
+type WritePhase struct {
+	Phase  string  `json:"phase"`
+	MeanMS float64 `json:"mean_ms"`
 }
 
 // Window is the rate over one window of the measured phase.

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/store"
 )
 
 // nodeSample is what one look at a server said: its metered storage rows,
@@ -26,8 +27,12 @@ type nodeSample struct {
 	// storeCounters are the tessera_* counter families whose name says
 	// commit or fsync, summed over their labels.
 	storeCounters map[string]float64
-	rssBytes      int64
-	cpu           time.Duration
+	// writes and writeSeconds (by phase) are the store's write
+	// transactions and where their time went, if it says.
+	writes       float64
+	writeSeconds map[string]float64
+	rssBytes     int64
+	cpu          time.Duration
 	// procFrom is "proc" (/proc of a known pid), "metrics" (the process
 	// collector's figures) or "" (neither).
 	procFrom string
@@ -79,6 +84,16 @@ func (s *nodeSample) fromMetrics(fams map[string]*dto.MetricFamily) {
 		}
 		if v, ok := familySum(f); ok {
 			s.storeCounters[name] = v
+		}
+	}
+	if n, ok := familySum(fams["tessera_store_write_transactions_total"]); ok {
+		s.writes, s.writeSeconds = n, map[string]float64{}
+		for _, m := range fams["tessera_store_write_transaction_seconds_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "phase" {
+					s.writeSeconds[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
 	rss, okRSS := familySum(fams["process_resident_memory_bytes"])
@@ -135,6 +150,10 @@ type storageDelta struct {
 	// StoreCounters are per task, by metric name; empty when no node
 	// exposes a commit or fsync counter.
 	StoreCounters map[string]float64
+	// WritePhases is the mean time of a write transaction in each phase
+	// the store reports, in the store's order; nil when a node reports
+	// none.
+	WritePhases []WritePhase
 }
 
 func deltaPerTask(before, after []nodeSample, tasks int64) storageDelta {
@@ -175,7 +194,39 @@ func deltaPerTask(before, after []nodeSample, tasks int64) storageDelta {
 		}
 		d.StoreCounters[name] = sum / float64(tasks)
 	}
+	d.WritePhases = writePhases(before, after)
 	return d
+}
+
+// writePhases is the mean time per write transaction of each phase
+// between two samples of every node.
+func writePhases(before, after []nodeSample) []WritePhase {
+	var writes float64
+	seconds := map[string]float64{}
+	for i := range after {
+		if after[i].writeSeconds == nil || before[i].writeSeconds == nil {
+			return nil
+		}
+		writes += after[i].writes - before[i].writes
+		for phase, v := range after[i].writeSeconds {
+			seconds[phase] += v - before[i].writeSeconds[phase]
+		}
+	}
+	if writes <= 0 {
+		return nil
+	}
+	var out []WritePhase
+	for _, phase := range store.WritePhases {
+		if v, ok := seconds[phase]; ok {
+			out = append(out, WritePhase{Phase: phase, MeanMS: v / writes * 1e3})
+			delete(seconds, phase)
+		}
+	}
+	// A server of another version may name phases this one does not.
+	for _, phase := range sortedKeys(seconds) {
+		out = append(out, WritePhase{Phase: phase, MeanMS: seconds[phase] / writes * 1e3})
+	}
+	return out
 }
 
 // sortedKeys returns a map's keys in order, for stable output.

@@ -47,6 +47,13 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 		store = append(store, fmt.Sprintf("%s %.3f", name, rep.StorePerTask[name]))
 	}
 	fmt.Fprintf(tw, "commits, fsyncs/task\t%s\n", orNA(strings.Join(store, ", ")))
+	if len(rep.WritePhases) > 0 {
+		var phases []string
+		for _, p := range rep.WritePhases {
+			phases = append(phases, fmt.Sprintf("%s %.3f", p.Phase, p.MeanMS))
+		}
+		fmt.Fprintf(tw, "write phases\t%s  (mean ms per write transaction)\n", strings.Join(phases, ", "))
+	}
 	for _, n := range rep.Nodes {
 		pid := ""
 		if n.PID > 0 {

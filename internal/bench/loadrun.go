@@ -93,6 +93,7 @@ func (r *run) measure(ctx context.Context) error {
 	}
 	d := deltaPerTask(before, after, r.rep.Tasks)
 	r.rep.RowsWrittenPerTask, r.rep.RowsReadPerTask, r.rep.RowsFrom, r.rep.StorePerTask = d.RowsWritten, d.RowsRead, d.From, d.StoreCounters
+	r.rep.WritePhases = d.WritePhases
 	r.nodeFigures(before, after, elapsed)
 	r.rep.Latency, r.rep.EmptyClaims = latencies(stats), stats.empty
 	r.rep.CPUProfile = profile()

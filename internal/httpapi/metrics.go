@@ -112,13 +112,15 @@ var (
 	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
 	descSyncs            = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
 	descSyncSeconds      = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
+	descWrites           = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one).", nil, nil)
+	descWriteSeconds     = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "Time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
 	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
 )
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
 		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descOmitted,
-		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descScrapeError} {
+		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError} {
 		ch <- d
 	}
 }
@@ -147,6 +149,10 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCommits, float64(n.Commits))
 		counter(descSyncs, float64(n.Syncs))
 		counter(descSyncSeconds, n.SyncTime.Seconds())
+		counter(descWrites, float64(n.Writes))
+		for phase, d := range n.Phases() {
+			counter(descWriteSeconds, d.Seconds(), phase)
+		}
 	}
 
 	runs := c.svc.RunTotals()

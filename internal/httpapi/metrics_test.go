@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/store"
 )
 
 // scrape reads GET /metrics and returns its samples by "name{labels}" as
@@ -103,6 +104,19 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		if _, ok := m[family]; !ok {
 			t.Errorf("no %s", family)
 		}
+	}
+
+	// A group-committing store says where its writes' time went, phase
+	// by phase; a store that does not commit for its requests, nothing.
+	_, groupCommit := s.DB.(interface{ CommitStats() store.CommitStats })
+	for _, phase := range store.WritePhases {
+		name := `tessera_store_write_transaction_seconds_total{phase="` + phase + `"}`
+		if v, ok := m[name]; ok != groupCommit || (groupCommit && v <= 0) {
+			t.Errorf("%s = %v (present %t), want present with time only if the store commits for its requests (%t)", name, v, ok, groupCommit)
+		}
+	}
+	if _, ok := m["tessera_store_write_transactions_total"]; ok != groupCommit {
+		t.Errorf("tessera_store_write_transactions_total present %t, want %t", ok, groupCommit)
 	}
 
 	check := exec.Command(promtool, "check", "metrics")

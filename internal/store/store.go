@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"time"
 
@@ -172,10 +173,33 @@ type TaskClaim struct {
 
 // CommitStats is what a backend that commits for its requests (SQLite's
 // group commit) reports of it: the transactions committed, the fsyncs of
-// its log that made them durable, and the time those took.
+// its log that made them durable, and the time those took; and the write
+// transactions answered (Writes) with the time they spent in each of
+// WritePhases, summed over them — where a write waits, which a CPU
+// profile does not show.
 type CommitStats struct {
 	Commits, Syncs int64
 	SyncTime       time.Duration
+	Writes         int64
+	WriteTime      [len(WritePhases)]time.Duration
+}
+
+// WritePhases are the phases of a write transaction in a group-committing
+// store, in order: waiting for the committer, running its statements,
+// waiting for its batch to commit (the batch's other writes, and the
+// fsync before), the COMMIT, the fsync that makes it durable (and any
+// batch's ahead), and the answer reaching its caller.
+var WritePhases = [...]string{"queued", "running", "batched", "committing", "syncing", "answering"}
+
+// Phases yields each of WritePhases with the time spent in it.
+func (s CommitStats) Phases() iter.Seq2[string, time.Duration] {
+	return func(yield func(string, time.Duration) bool) {
+		for i, name := range WritePhases {
+			if !yield(name, s.WriteTime[i]) {
+				return
+			}
+		}
+	}
 }
 
 // Namespace is a namespace that has been written to.

@@ -24,10 +24,15 @@ import (
 
 // CommitStats reports the write transactions the store has committed
 // (each is one WAL fsync, whatever the requests in it), the fsyncs, and
-// the time they took.
+// the time they took; and of the requests' transactions it answered,
+// where their time went.
 func (db *DB) CommitStats() store.CommitStats {
-	return store.CommitStats{Commits: db.commits.Load(), Syncs: db.dur.syncs.Load(),
-		SyncTime: time.Duration(db.dur.syncNanos.Load())}
+	s := store.CommitStats{Commits: db.commits.Load(), Syncs: db.dur.syncs.Load(),
+		SyncTime: time.Duration(db.dur.syncNanos.Load()), Writes: db.answered.Load()}
+	for i := range s.WriteTime {
+		s.WriteTime[i] = time.Duration(db.phaseNanos[i].Load())
+	}
+	return s
 }
 
 // maxBatch bounds a batch, so one commit's latency stays a batch's work.
@@ -42,6 +47,34 @@ type writeReq struct {
 	// bookWrite lifts query_only for bookkeeping that writes.
 	bookWrite bool
 	done      chan writeResult
+	// at marks where a transaction's phases (store.WritePhases) begin
+	// and, last, when its caller has the answer; each is set by the
+	// goroutine the request is with then, and read after done.
+	at [len(store.WritePhases) + 1]time.Time
+}
+
+// Indexes into writeReq.at.
+const (
+	atQueued = iota
+	atRunning
+	atBatched
+	atCommitting
+	atSyncing
+	atAnswering
+	atAnswered
+)
+
+// timePhases adds an answered transaction's phases to the store's.
+// Bookkeeping and requests answered without a commit (the store
+// closing) have no phases.
+func (db *DB) timePhases(req *writeReq) {
+	if req.fn == nil || req.at[atSyncing].IsZero() {
+		return
+	}
+	for i := range len(store.WritePhases) {
+		db.phaseNanos[i].Add(int64(req.at[i+1].Sub(req.at[i])))
+	}
+	db.answered.Add(1)
 }
 
 type writeResult struct {
@@ -54,6 +87,7 @@ type writeResult struct {
 // submit queues req for the committer and waits for its answer.
 func (db *DB) submit(req *writeReq) writeResult {
 	req.done = make(chan writeResult, 1)
+	req.at[atQueued] = time.Now()
 	select {
 	case db.writes <- req:
 	case <-db.stopped:
@@ -63,7 +97,10 @@ func (db *DB) submit(req *writeReq) writeResult {
 	}
 	// Once queued, the answer comes even if ctx ends: the committer may be
 	// committing the request's writes this moment.
-	return <-req.done
+	res := <-req.done
+	req.at[atAnswered] = time.Now()
+	db.timePhases(req)
+	return res
 }
 
 // commitLoop is the committer: it runs until Close stops it, then answers
@@ -156,6 +193,8 @@ func (b *batch) run(req *writeReq) {
 	b.written = append(b.written, 0)
 	b.read = append(b.read, 0)
 	res := &b.results[i]
+	req.at[atRunning] = time.Now()
+	defer func() { req.at[atBatched] = time.Now() }()
 	if err := req.ctx.Err(); err != nil {
 		res.err = err
 		return
@@ -231,6 +270,7 @@ func (b *batch) commit() {
 // are given once the commit is durable.
 func (b *batch) commitFree() {
 	db, c := b.db, b.db.writer
+	committing := time.Now()
 	var seq int64
 	if b.open {
 		// Counted before COMMIT makes the batch visible: a read that ends
@@ -251,8 +291,14 @@ func (b *batch) commitFree() {
 		}
 	}
 	reqs, results, written, read := b.reqs, b.results, b.written, b.read
+	syncing := time.Now()
+	for _, r := range reqs {
+		r.at[atCommitting], r.at[atSyncing] = committing, syncing
+	}
 	db.dur.acks <- ack{seq: seq, answer: func(syncErr error) {
+		answering := time.Now()
 		for i, r := range reqs {
+			r.at[atAnswering] = answering
 			if syncErr != nil && results[i].err == nil && results[i].panicked == nil {
 				results[i].err = syncErr
 			}

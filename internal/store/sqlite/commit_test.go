@@ -191,8 +191,19 @@ func TestAnswersWaitForTheFsync(t *testing.T) {
 	if err := <-behind; err != nil {
 		t.Fatal(err)
 	}
-	if s := db.CommitStats(); s.Commits != 2 || s.Syncs != 2 {
+	s := db.CommitStats()
+	if s.Commits != 2 || s.Syncs != 2 {
 		t.Errorf("%+v, want 2 commits and 2 fsyncs", s)
+	}
+	// Where the two writes waited: each for its held fsync (50 ms at
+	// least), the one behind also for the fsync ahead before its batch
+	// could commit.
+	phases := map[string]time.Duration{}
+	for phase, d := range s.Phases() {
+		phases[phase] = d
+	}
+	if s.Writes != 2 || len(phases) != 6 || phases["syncing"] < 100*time.Millisecond || phases["batched"] < 50*time.Millisecond {
+		t.Errorf("%d writes timed, phases %v; want 2, syncing ≥ 100ms, batched ≥ 50ms", s.Writes, phases)
 	}
 }
 

@@ -55,6 +55,10 @@ type DB struct {
 	opened int
 	// commits counts committed write transactions (commit.go).
 	commits atomic.Int64
+	// answered counts the write transactions answered, phaseNanos the
+	// time they spent in each of store.WritePhases (commit.go).
+	answered   atomic.Int64
+	phaseNanos [len(store.WritePhases)]atomic.Int64
 	// dur is the syncer's side of a commit (durable.go).
 	dur *durability
 

@@ -117,7 +117,7 @@ func TestBenchLoadBacklogPrintsEveryFigure(t *testing.T) {
 	bin := buildTessera(t)
 	out := string(runBenchLoad(t, bin, "--workers", "2", "--backlog", "50", "--noop-duration", "1s"))
 	for _, line := range []string{"backlog (work-off", "\nbacklog ", " 50 tasks enqueued by ", "tasks ", " 50 in ", "tasks/s per window",
-		"no-op ", "ratio ", "tasks/s × 3 calls", "rows/task ", "written ", "commits, fsyncs/task ", "server ", "RSS idle ",
+		"no-op ", "ratio ", "tasks/s × 3 calls", "rows/task ", "written ", "commits, fsyncs/task ", "write phases ", "server ", "RSS idle ",
 		"bench CPU ", "claim ", "heartbeat ", "submit ", "verify: PASS: 52 enqueued, 52 succeeded, 0 lost"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("no %q in:\n%s", line, out)

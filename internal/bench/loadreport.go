@@ -44,7 +44,7 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 		optional(rep.RowsReadPerTask, "%.2f"), orNA(rep.RowsFrom))
 	var store []string
 	for _, name := range sortedKeys(rep.StorePerTask) {
-		store = append(store, fmt.Sprintf("%s %.3f", name, rep.StorePerTask[name]))
+		store = append(store, fmt.Sprintf("%s %.4g", name, rep.StorePerTask[name]))
 	}
 	fmt.Fprintf(tw, "commits, fsyncs/task\t%s\n", orNA(strings.Join(store, ", ")))
 	if len(rep.WritePhases) > 0 {

@@ -170,9 +170,9 @@ func (m *Meter) Add(ctx context.Context, written, read int64) {
 		u.Written.Add(written)
 		u.Read.Add(read)
 	}
-	day := Day(m.clock.Now())
+	now := m.clock.Now()
 	m.mu.Lock()
-	m.roll(day)
+	m.rollAt(now)
 	m.pending.written += written
 	m.pending.read += read
 	m.lifetimeWritten += written

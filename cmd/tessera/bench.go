@@ -69,6 +69,7 @@ twice or leased twice (exit 1 if one was).
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the load runs (with --backlog: the most the work-off may take; default until worked off)")
 	fs.IntVar(&o.Backlog, "backlog", 0, "enqueue this many tasks first, then measure working them off")
 	fs.BoolVar(&o.Public, "public", false, "make the tasks public")
+	heartbeat := fs.Bool("heartbeat", true, "heartbeat each claimed task before submitting it (false: claim → submit, as a job queue's worker fetches and completes a short job)")
 	fs.StringVar(&o.Store, "store", "sqlite", "the started servers' --store: sqlite, or a PostgreSQL URL")
 	fs.IntVar(&o.Nodes, "nodes", 1, "servers to start on the store (more than one needs PostgreSQL); workers spread round-robin")
 	fs.StringVar(&o.URL, "url", "", "use the server at this URL instead of starting one")
@@ -87,6 +88,7 @@ twice or leased twice (exit 1 if one was).
 	if fs.NArg() > 0 {
 		return usagef("bench load takes no arguments, got %q", fs.Args())
 	}
+	o.NoHeartbeat = !*heartbeat
 	durationSet := false
 	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
 	if o.Backlog > 0 && !durationSet {

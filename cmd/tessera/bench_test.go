@@ -44,7 +44,7 @@ func TestBenchLoadStartsItsOwnServer(t *testing.T) {
 		t.Fatalf("--json printed %s: %v", out, err)
 	}
 	for _, f := range []string{"mode", "workers", "store", "namespace", "public", "seconds", "tasks", "tasks_per_second", "windows",
-		"window_seconds", "calls_per_task", "noop", "ratio", "latency", "empty_claims", "rows_written_per_task", "rows_read_per_task",
+		"window_seconds", "calls_per_task", "heartbeat", "noop", "ratio", "latency", "empty_claims", "rows_written_per_task", "rows_read_per_task",
 		"rows_from", "store_per_task", "nodes", "bench_cpu_cores", "cpu_profile", "verify"} {
 		if v, ok := fields[f]; !ok || string(v) == "null" {
 			t.Errorf("the report has no %q", f)
@@ -112,15 +112,24 @@ func TestBenchLoadStartsItsOwnServer(t *testing.T) {
 	}
 }
 
-// A backlog run works off exactly its backlog and prints every line.
+// A backlog run works off exactly its backlog and prints every line;
+// with --heartbeat=false, the calls it made.
 func TestBenchLoadBacklogPrintsEveryFigure(t *testing.T) {
 	bin := buildTessera(t)
-	out := string(runBenchLoad(t, bin, "--workers", "2", "--backlog", "50", "--noop-duration", "1s"))
-	for _, line := range []string{"backlog (work-off", "\nbacklog ", " 50 tasks enqueued by ", "tasks ", " 50 in ", "tasks/s per window",
-		"no-op ", "ratio ", "tasks/s × 3 calls", "rows/task ", "written ", "commits, fsyncs/task ", "write phases ", "server ", "RSS idle ",
-		"bench CPU ", "claim ", "heartbeat ", "submit ", "verify: PASS: 52 enqueued, 52 succeeded, 0 lost"} {
-		if !strings.Contains(out, line) {
-			t.Errorf("no %q in:\n%s", line, out)
+	for _, c := range []struct {
+		flag, what, calls string
+		heartbeats        bool
+	}{{"--heartbeat=true", "work-off: claim → heartbeat → submit", "× 3 calls", true}, {"--heartbeat=false", "work-off: claim → submit", "× 2 calls", false}} {
+		out := string(runBenchLoad(t, bin, "--workers", "2", "--backlog", "50", "--noop-duration", "1s", c.flag))
+		for _, line := range []string{"backlog (" + c.what + ")", "\nbacklog ", " 50 tasks enqueued by ", "tasks ", " 50 in ", "tasks/s per window",
+			"no-op ", "ratio ", "tasks/s " + c.calls, "rows/task ", "written ", "commits, fsyncs/task ", "write phases ", "server ", "RSS idle ",
+			"bench CPU ", "claim ", "submit ", "verify: PASS: 52 enqueued, 52 succeeded, 0 lost"} {
+			if !strings.Contains(out, line) {
+				t.Errorf("%s: no %q in:\n%s", c.flag, line, out)
+			}
+		}
+		if got := strings.Contains(out, " heartbeat "); got != c.heartbeats {
+			t.Errorf("%s: a heartbeat row %v, want %v:\n%s", c.flag, got, c.heartbeats, out)
 		}
 	}
 }

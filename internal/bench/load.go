@@ -40,7 +40,11 @@ type LoadOptions struct {
 	// Backlog, when set, enqueues that many tasks first and measures
 	// working them off (claim → heartbeat → submit).
 	Backlog int
-	Public  bool
+	// NoHeartbeat leaves the heartbeat out: a worker claims and submits,
+	// as a job queue's worker fetches and completes a job too short to
+	// need its lease extended.
+	NoHeartbeat bool
+	Public      bool
 	// CPUProfile is a file to write a CPU profile of the (first) server
 	// to, taken over the middle of the run from its --debug-addr.
 	CPUProfile string
@@ -69,6 +73,7 @@ type LoadReport struct {
 	Windows        []Window  `json:"windows"`
 	WindowSeconds  float64   `json:"window_seconds"`
 	CallsPerTask   int       `json:"calls_per_task"`
+	Heartbeat      bool      `json:"heartbeat"`
 	NoOp           NoOp      `json:"noop"`
 	Ratio          float64   `json:"ratio"`
 	Latency        []Latency `json:"latency"`
@@ -221,9 +226,12 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 		return nil, err
 	}
 	r := &run{o: o, rep: &LoadReport{Mode: "lifecycle", Workers: o.Workers, Store: o.Store, Public: o.Public,
-		CallsPerTask: 4, StorePerTask: map[string]float64{}, WindowSeconds: o.Window.Seconds()}}
+		CallsPerTask: 4, Heartbeat: !o.NoHeartbeat, StorePerTask: map[string]float64{}, WindowSeconds: o.Window.Seconds()}}
 	if o.Backlog > 0 {
 		r.rep.Mode, r.rep.CallsPerTask = "backlog", 3
+	}
+	if o.NoHeartbeat {
+		r.rep.CallsPerTask--
 	}
 	key := o.Key
 	if o.URL != "" {
@@ -318,7 +326,7 @@ func (r *run) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, public: r.o.Public, seen: map[string]taskSeen{}})
+		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, public: r.o.Public, heartbeat: !r.o.NoHeartbeat, seen: map[string]taskSeen{}})
 	}
 	warm := &phase{alive: r.alive}
 	warm.end(30 * time.Second) // claims wait for the others' tasks, not forever

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,6 +106,46 @@ func TestLoadBacklogAgainstURL(t *testing.T) {
 	}
 }
 
+// --heartbeat=false works the tasks off with a claim and a submit each:
+// the server is sent no heartbeat, and the ratio counts two calls. With
+// heartbeats, each of the 52 tasks (the backlog and the two warm-ups)
+// gets exactly one.
+func TestLoadBacklogHeartbeatsOrNot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a load of a few seconds")
+	}
+	for _, c := range []struct {
+		noHeartbeat bool
+		calls       int
+		heartbeats  int64
+	}{{false, 3, 52}, {true, 2, 0}} {
+		t.Run(fmt.Sprintf("heartbeat=%v", !c.noHeartbeat), func(t *testing.T) {
+			var heartbeats atomic.Int64
+			count := func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+						heartbeats.Add(1)
+					}
+					h.ServeHTTP(w, r)
+				})
+			}
+			s := testserver.Start(t, testserver.Options{Core: raisedAdmission, Wrap: count})
+			rep, err := Load(context.Background(), LoadOptions{URL: s.URL, Key: testserver.AdminKey, Workers: 2,
+				Backlog: 50, NoOpDuration: time.Second, NoHeartbeat: c.noHeartbeat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, rep, "enqueue_batch")
+			if rep.Heartbeat == c.noHeartbeat || rep.CallsPerTask != c.calls || rep.Tasks != 50 {
+				t.Errorf("heartbeat %v, %d calls per task, %d tasks: want %v, %d, 50", rep.Heartbeat, rep.CallsPerTask, rep.Tasks, !c.noHeartbeat, c.calls)
+			}
+			if got := heartbeats.Load(); got != c.heartbeats {
+				t.Errorf("the server was sent %d heartbeats, want %d", got, c.heartbeats)
+			}
+		})
+	}
+}
+
 // The route check reads the OpenAPI description as it is written.
 func TestHasRoute(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
@@ -117,7 +158,8 @@ func TestHasRoute(t *testing.T) {
 }
 
 // checkReport holds a passing run's report to having every figure, and
-// a latency row for each call the run made.
+// a latency row for exactly the calls the run made: enqueueCall, claim,
+// heartbeat (unless the run made none) and submit.
 func checkReport(t *testing.T, rep *LoadReport, enqueueCall string) {
 	t.Helper()
 	if rep.Verify == nil || !rep.Verify.Pass {
@@ -137,10 +179,14 @@ func checkReport(t *testing.T, rep *LoadReport, enqueueCall string) {
 	for _, l := range rep.Latency {
 		calls[l.Call] = l
 	}
-	if len(calls) != 4 {
-		t.Errorf("latency rows %+v, want %s, claim, heartbeat, submit", rep.Latency, enqueueCall)
+	want := []string{enqueueCall, "claim", "heartbeat", "submit"}
+	if !rep.Heartbeat {
+		want = []string{enqueueCall, "claim", "submit"}
 	}
-	for _, name := range []string{enqueueCall, "claim", "heartbeat", "submit"} {
+	if len(calls) != len(want) {
+		t.Errorf("latency rows %+v, want %v", rep.Latency, want)
+	}
+	for _, name := range want {
 		l, ok := calls[name]
 		if !ok || l.Calls == 0 || l.P50 <= 0 || l.P95 < l.P50 || l.P99 < l.P95 || l.Errors != 0 {
 			t.Errorf("%s latency %+v", name, l)
@@ -154,11 +200,18 @@ func checkReport(t *testing.T, rep *LoadReport, enqueueCall string) {
 	}
 	var text strings.Builder
 	WriteLoad(&text, rep)
-	for _, line := range []string{"tasks ", "tasks/s per window", "no-op ", "ratio ", "rows/task ", "commits, fsyncs/task ",
-		"server ", "bench CPU ", enqueueCall + " ", "claim ", "heartbeat ", "submit ", "verify: PASS"} {
+	lines := []string{"tasks ", "tasks/s per window", "no-op ", "ratio ", "rows/task ", "commits, fsyncs/task ",
+		"server ", "bench CPU ", "verify: PASS"}
+	for _, call := range want {
+		lines = append(lines, call+" ")
+	}
+	for _, line := range lines {
 		if !strings.Contains(text.String(), line) {
 			t.Errorf("the printed report has no %q:\n%s", line, text.String())
 		}
+	}
+	if got := strings.Contains(text.String(), " heartbeat "); got != rep.Heartbeat {
+		t.Errorf("the printed report has a heartbeat row: %v, want %v:\n%s", got, rep.Heartbeat, text.String())
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Error(err)

@@ -13,9 +13,14 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 	if rep.Public {
 		visibility = "public"
 	}
-	what := "enqueue → claim → heartbeat → submit"
+	what := "claim → heartbeat → submit"
+	if !rep.Heartbeat {
+		what = "claim → submit"
+	}
 	if rep.Mode == "backlog" {
-		what = "work-off: claim → heartbeat → submit"
+		what = "work-off: " + what
+	} else {
+		what = "enqueue → " + what
 	}
 	fmt.Fprintf(w, "tessera bench load: %s (%s), %d workers, store %s, namespace %s, %s tasks\n",
 		rep.Mode, what, rep.Workers, rep.Store, rep.Namespace, visibility)

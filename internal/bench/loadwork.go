@@ -91,9 +91,12 @@ type worker struct {
 	c      *client.Client // in the bench namespace, on its node
 	key    string
 	public bool
-	seq    int
-	seen   map[string]taskSeen
-	st     *callStats
+	// heartbeat: the worker heartbeats each task it claimed before it
+	// submits it.
+	heartbeat bool
+	seq       int
+	seen      map[string]taskSeen
+	st        *callStats
 	// unsure counts tasks a failed enqueue may still have created.
 	unsure int
 	// first is the first task enqueued: its answer is what the no-op
@@ -203,10 +206,12 @@ func (w *worker) work(ctx context.Context, p *phase, wait int, untilEmpty bool) 
 		return false, empty
 	}
 	id, token := cl.Task.ID, cl.Lease.Token
-	w.repeat(ctx, callHeartbeat, func() error {
-		_, err := w.c.Heartbeat(ctx, id, client.HeartbeatRequest{LeaseToken: token})
-		return err
-	})
+	if w.heartbeat {
+		w.repeat(ctx, callHeartbeat, func() error {
+			_, err := w.c.Heartbeat(ctx, id, client.HeartbeatRequest{LeaseToken: token})
+			return err
+		})
+	}
 	// The same Idempotency-Key on every try: a repeat answers the first
 	// submit instead of acting again.
 	ok := w.repeat(ctx, callSubmit, func() error {

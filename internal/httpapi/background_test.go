@@ -50,7 +50,10 @@ func loggedServer(t *testing.T, dir string, clock *tessera.ManualClock) (*testSe
 // that lost or will retry: counter flushes, retention and upload sweeps.
 func TestBackgroundFailuresAreLogged(t *testing.T) {
 	t.Parallel()
-	clock := tessera.NewManualClock(time.Now())
+	// Noon UTC, so the hour it advances stays in the day whose allowance
+	// it spends: from 23:00 on, the day's rollover made every write
+	// possible again and nothing failed to log.
+	clock := tessera.NewManualClock(time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour))
 	s, stop, logs := loggedServer(t, t.TempDir(), clock)
 	s.declare(201, "main", adminKey, []byte("never sent"), nil)
 	spendAllowance(t, s) // from here storage refuses every write

@@ -3,6 +3,8 @@
 
 test: check setup
 	go test -count=1 -timeout 20m ./...
+	# The driver replay with the cgo driver beside ncruces (replay_test.go).
+	go test -count=1 -tags cgosqlite -run TestReplayIsFaithful ./internal/store/sqlite/
 	# The end-to-end HTTP suite again, on PostgreSQL.
 	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
 
@@ -15,7 +17,9 @@ setup:
 check:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	go vet ./...
+	go vet -tags cgosqlite ./internal/store/sqlite/
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags cgosqlite ./internal/store/sqlite/
 
 serve:
 	go run ./cmd/tessera serve

@@ -480,6 +480,9 @@ func (c *conn) control(sql string) error {
 	if err != nil {
 		return err
 	}
+	if traceSQL != nil {
+		traceSQL(c, sql, nil, true)
+	}
 	return s.Exec()
 }
 
@@ -499,8 +502,10 @@ func (c *conn) prepare(sql string) (*sqlite3.Stmt, error) {
 	return s, nil
 }
 
-// traceSQL, when a test sets it, sees every statement run.
-var traceSQL func(sql string)
+// traceSQL, when a test sets it, sees every statement run: on which
+// connection, with what arguments, and whether it is a transaction's
+// control (BEGIN, SAVEPOINT, COMMIT...) rather than a query.
+var traceSQL func(c *conn, sql string, args []any, control bool)
 
 // walkStep is the statement counter SQLite bumps at each step of a walk
 // that a constraint bounds, through an index or a primary key. The
@@ -525,7 +530,7 @@ func (c *conn) query(ctx context.Context, sql string, args []any, each func(*sql
 		return err
 	}
 	if traceSQL != nil {
-		traceSQL(sql)
+		traceSQL(c, sql, args, false)
 	}
 	if c.guard != nil {
 		if err := c.guard(s.ReadOnly()); err != nil {

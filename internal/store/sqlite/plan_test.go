@@ -42,7 +42,10 @@ func TestRetentionAndAuditReadsUseIndexes(t *testing.T) {
 
 	var mu sync.Mutex
 	var seen []string
-	traceSQL = func(sql string) {
+	traceSQL = func(_ *conn, sql string, _ []any, control bool) {
+		if control {
+			return
+		}
 		mu.Lock()
 		seen = append(seen, sql)
 		mu.Unlock()
@@ -193,7 +196,10 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	traceSQL = func(sql string) {
+	traceSQL = func(_ *conn, sql string, _ []any, control bool) {
+		if control {
+			return
+		}
 		mu.Lock()
 		seen[sql] = true
 		mu.Unlock()

@@ -1,7 +1,7 @@
 # `make test` is the one command that runs every test on a fresh machine.
 .PHONY: test check setup serve
 
-test: check setup
+test: setup check
 	go test -count=1 -timeout 20m ./...
 	# The driver replay with the cgo driver beside ncruces (replay_test.go).
 	go test -count=1 -tags cgosqlite -run TestReplayIsFaithful ./internal/store/sqlite/
@@ -9,7 +9,8 @@ test: check setup
 	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
 
 # What the tests need beyond Go: Chromium, the MCP clients' npm packages,
-# curl, jq, promtool, python3, and the local PostgreSQL, running.
+# curl, jq, promtool, python3, gcc (for the cgo driver replay), and the
+# local PostgreSQL, running.
 setup:
 	bash scripts/test-setup
 

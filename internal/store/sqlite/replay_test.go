@@ -269,33 +269,52 @@ func BenchmarkReplay(b *testing.B) {
 	}
 }
 
-// bareReplayer runs statements through the ncruces driver's direct API
-// with nothing of the store's around it.
-type bareReplayer struct {
-	c     *sqlite3.Conn
-	stmts map[string]*sqlite3.Stmt
+// connReplayer runs statements on the store's own connection type, which
+// keeps each statement prepared. Bare, it binds and steps them with
+// nothing around; metered, it runs them as the committer does — the
+// preupdate hook counting rows written, the statement counters counting
+// rows read, the allowance check.
+type connReplayer struct {
+	c       *conn
+	metered bool
 }
 
-func openBareReplayer(path string) (replayer, error) {
-	c, err := sqlite3.Open(path)
+func openBareReplayer(path string) (replayer, error) { return openConnReplayer(path, false) }
+
+func openMeteredReplayer(path string) (replayer, error) { return openConnReplayer(path, true) }
+
+func openConnReplayer(path string, metered bool) (replayer, error) {
+	c, err := openConn(path, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Exec(replayPragmas); err != nil {
-		c.Close()
+	if metered {
+		if c.indexes, err = readIndexes(c.c); err != nil {
+			c.close()
+			return nil, err
+		}
+		c.c.PreUpdateHook(c.countWrite)
+	}
+	if err := c.c.Exec(replayPragmas); err != nil {
+		c.close()
 		return nil, err
 	}
-	return &bareReplayer{c: c, stmts: map[string]*sqlite3.Stmt{}}, nil
+	return &connReplayer{c: c, metered: metered}, nil
 }
 
-func (r *bareReplayer) run(st statement) error {
-	s, ok := r.stmts[st.sql]
-	if !ok {
-		var err error
-		if s, _, err = r.c.Prepare(st.sql); err != nil {
-			return err
+func (r *connReplayer) run(st statement) error {
+	if r.metered {
+		if st.control {
+			return r.c.control(st.sql)
 		}
-		r.stmts[st.sql] = s
+		return r.c.query(context.Background(), st.sql, st.args, func(s *sqlite3.Stmt) error {
+			readColumns(s)
+			return nil
+		})
+	}
+	s, err := r.c.prepare(st.sql)
+	if err != nil {
+		return err
 	}
 	if err := bind(s, st.args); err != nil {
 		return err
@@ -306,12 +325,7 @@ func (r *bareReplayer) run(st statement) error {
 	return errors.Join(s.Err(), s.Reset())
 }
 
-func (r *bareReplayer) close() error {
-	for _, s := range r.stmts {
-		s.Close()
-	}
-	return r.c.Close()
-}
+func (r *connReplayer) close() error { return r.c.close() }
 
 // readColumns reads each column of the current row by its type, as a
 // scan into Go values does.
@@ -329,37 +343,3 @@ func readColumns(s *sqlite3.Stmt) {
 		}
 	}
 }
-
-// meteredReplayer runs statements through the committer's own connection
-// type: the preupdate hook counting rows written, statement counters
-// counting rows read, the prepared-statement cache.
-type meteredReplayer struct{ c *conn }
-
-func openMeteredReplayer(path string) (replayer, error) {
-	c, err := openConn(path, false)
-	if err != nil {
-		return nil, err
-	}
-	if c.indexes, err = readIndexes(c.c); err != nil {
-		c.close()
-		return nil, err
-	}
-	c.c.PreUpdateHook(c.countWrite)
-	if err := c.c.Exec(replayPragmas); err != nil {
-		c.close()
-		return nil, err
-	}
-	return &meteredReplayer{c: c}, nil
-}
-
-func (r *meteredReplayer) run(st statement) error {
-	if st.control {
-		return r.c.control(st.sql)
-	}
-	return r.c.query(context.Background(), st.sql, st.args, func(s *sqlite3.Stmt) error {
-		readColumns(s)
-		return nil
-	})
-}
-
-func (r *meteredReplayer) close() error { return r.c.close() }

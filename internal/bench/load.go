@@ -92,10 +92,13 @@ type LoadReport struct {
 	Nodes       []NodeReport `json:"nodes"`
 	// BenchCPUCores is the load generator's own CPU use (÷ Seconds), to
 	// see whether it, rather than the server, was the limit.
-	BenchCPUCores *float64       `json:"bench_cpu_cores"`
-	Backlog       *BacklogReport `json:"backlog,omitempty"`
-	CPUProfile    string         `json:"cpu_profile"`
-	Verify        *VerifyReport  `json:"verify"`
+	BenchCPUCores *float64 `json:"bench_cpu_cores"`
+	// CPU is what a call cost the machine's processors, when every
+	// figure it needs was read.
+	CPU        *CPUPerCall    `json:"cpu_per_call,omitempty"`
+	Backlog    *BacklogReport `json:"backlog,omitempty"`
+	CPUProfile string         `json:"cpu_profile"`
+	Verify     *VerifyReport  `json:"verify"`
 }
 
 // WritePhase is the mean time a write transaction spent in one phase.
@@ -124,6 +127,26 @@ type NoOp struct {
 	BeforeRequestsPerSecond float64 `json:"before_requests_per_second"`
 	AfterRequestsPerSecond  float64 `json:"after_requests_per_second"`
 	Errors                  int64   `json:"errors"`
+	// CPUMicrosPerRequest is this process's CPU over the baseline ÷
+	// its requests: the client's and the no-op handler's work together,
+	// since both run here.
+	CPUMicrosPerRequest *float64 `json:"cpu_us_per_request,omitempty"`
+	cpu                 time.Duration
+	cpuOK               bool
+}
+
+// CPUPerCall is the measured phase's CPU ÷ its calls (tasks × calls per
+// task), in µs: the servers' and this load generator's. When both ran
+// on this machine, CeilingTasksPerSecond is the rate at which that work
+// would take all of its Cores: the most a run could reach at this cost
+// per call however the calls were scheduled. Well under it, the run
+// waited on something other than processors (fsyncs, a serial writer,
+// wake-ups); near it, only cheaper calls can go faster.
+type CPUPerCall struct {
+	ServerMicros          float64  `json:"server_us"`
+	BenchMicros           float64  `json:"bench_us"`
+	Cores                 int      `json:"cores,omitempty"`
+	CeilingTasksPerSecond *float64 `json:"ceiling_tasks_per_second,omitempty"`
 }
 
 // Latency is one call's percentiles over the measured phase, in ms.

@@ -60,6 +60,10 @@ func TestLoadLifecycleAgainstURL(t *testing.T) {
 	if n := rep.Nodes[0]; n.From != "metrics" || n.IdleRSSBytes == nil || n.EndRSSBytes == nil || n.CPUCores == nil {
 		t.Errorf("node %+v: want RSS and CPU from /metrics", n)
 	}
+	// So its CPU is in the bench's too: no ceiling is drawn from them.
+	if c := rep.CPU; c == nil || c.CeilingTasksPerSecond != nil || c.Cores != 0 {
+		t.Errorf("CPU per call %+v: want no ceiling for a server in this process", c)
+	}
 }
 
 // A backlog is enqueued in batches, or as single enqueues when the
@@ -198,10 +202,16 @@ func checkReport(t *testing.T, rep *LoadReport, enqueueCall string) {
 	if rep.StorePerTask == nil || rep.BenchCPUCores == nil || len(rep.Nodes) != 1 || !strings.HasPrefix(rep.Namespace, "bench-") {
 		t.Errorf("store counters %v, bench CPU %v, nodes %+v, namespace %q", rep.StorePerTask, rep.BenchCPUCores, rep.Nodes, rep.Namespace)
 	}
+	if c := rep.NoOp.CPUMicrosPerRequest; c == nil || *c <= 0 {
+		t.Errorf("no-op CPU per request %v: this process's CPU is in /proc", c)
+	}
+	if rep.CPU == nil || rep.CPU.ServerMicros <= 0 || rep.CPU.BenchMicros <= 0 {
+		t.Errorf("CPU per call %+v", rep.CPU)
+	}
 	var text strings.Builder
 	WriteLoad(&text, rep)
 	lines := []string{"tasks ", "tasks/s per window", "no-op ", "ratio ", "rows/task ", "commits, fsyncs/task ",
-		"server ", "bench CPU ", "verify: PASS"}
+		"server ", "bench CPU ", "CPU per call ", "verify: PASS"}
 	for _, call := range want {
 		lines = append(lines, call+" ")
 	}

@@ -68,6 +68,15 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 			mib(n.IdleRSSBytes), mib(n.EndRSSBytes), optional(n.CPUCores, "%.2f"), orNA(n.From))
 	}
 	fmt.Fprintf(tw, "bench CPU\t%s cores\n", optional(rep.BenchCPUCores, "%.2f"))
+	if c := rep.CPU; c != nil {
+		line := fmt.Sprintf("server %.0f µs, load generator %.0f µs; no-op %s µs (its client and handler)",
+			c.ServerMicros, c.BenchMicros, optional(rep.NoOp.CPUMicrosPerRequest, "%.0f"))
+		if c.CeilingTasksPerSecond != nil {
+			line += fmt.Sprintf("; all %d cores would be busy at %.0f tasks/s, %.0f%% of that reached",
+				c.Cores, *c.CeilingTasksPerSecond, 100*rep.TasksPerSecond / *c.CeilingTasksPerSecond)
+		}
+		fmt.Fprintf(tw, "CPU per call\t%s\n", line)
+	}
 	if rep.CPUProfile != "" {
 		fmt.Fprintf(tw, "cpu profile\t%s\n", rep.CPUProfile)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -95,6 +96,7 @@ func (r *run) measure(ctx context.Context) error {
 	r.rep.RowsWrittenPerTask, r.rep.RowsReadPerTask, r.rep.RowsFrom, r.rep.StorePerTask = d.RowsWritten, d.RowsRead, d.From, d.StoreCounters
 	r.rep.WritePhases = d.WritePhases
 	r.nodeFigures(before, after, elapsed)
+	r.rep.CPU = cpuPerCall(r.rep, runtime.NumCPU())
 	r.rep.Latency, r.rep.EmptyClaims = latencies(stats), stats.empty
 	r.rep.CPUProfile = profile()
 
@@ -282,6 +284,36 @@ func combineNoOp(before, after NoOp) NoOp {
 	out := NoOp{Requests: before.Requests + after.Requests, Seconds: before.Seconds + after.Seconds,
 		Errors: before.Errors + after.Errors, BeforeRequestsPerSecond: before.RequestsPerSecond, AfterRequestsPerSecond: after.RequestsPerSecond}
 	out.RequestsPerSecond = float64(out.Requests) / out.Seconds
+	if before.cpuOK && after.cpuOK && out.Requests > 0 {
+		us := (before.cpu + after.cpu).Seconds() * 1e6 / float64(out.Requests)
+		out.CPUMicrosPerRequest = &us
+	}
+	return out
+}
+
+// cpuPerCall is the measured phase's CPU per call, or nil when a figure
+// is missing. The ceiling needs every server's CPU from /proc: only then
+// is each a process of this machine apart from this one (a server in
+// this process, as in tests, is in the bench's CPU too).
+func cpuPerCall(rep *LoadReport, cores int) *CPUPerCall {
+	calls := float64(rep.Tasks) * float64(rep.CallsPerTask)
+	if calls == 0 || rep.BenchCPUCores == nil || len(rep.Nodes) == 0 {
+		return nil
+	}
+	perCall := func(c float64) float64 { return c * rep.Seconds * 1e6 / calls }
+	out := &CPUPerCall{BenchMicros: perCall(*rep.BenchCPUCores)}
+	local := true
+	for _, n := range rep.Nodes {
+		if n.CPUCores == nil {
+			return nil
+		}
+		out.ServerMicros += perCall(*n.CPUCores)
+		local = local && n.From == "proc"
+	}
+	if local {
+		ceiling := float64(cores) * 1e6 / ((out.ServerMicros + out.BenchMicros) * float64(rep.CallsPerTask))
+		out.Cores, out.CeilingTasksPerSecond = cores, &ceiling
+	}
 	return out
 }
 
@@ -310,6 +342,7 @@ func (r *run) noOp(ctx context.Context, d time.Duration) (NoOp, error) {
 
 	hc := newHTTPClient(len(r.workers))
 	counts := make([][2]int64, len(r.workers)) // requests, errors
+	_, cpu0, cpuOK := procStatus(os.Getpid())
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -333,6 +366,9 @@ func (r *run) noOp(ctx context.Context, d time.Duration) (NoOp, error) {
 	}
 	wg.Wait()
 	out := NoOp{Seconds: time.Since(start).Seconds()}
+	if _, cpu1, ok := procStatus(os.Getpid()); ok && cpuOK {
+		out.cpu, out.cpuOK = cpu1-cpu0, true
+	}
 	for _, c := range counts {
 		out.Requests += c[0]
 		out.Errors += c[1]

@@ -300,10 +300,12 @@ func parseProcStatCPU(stat string) (time.Duration, error) {
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil || ut < 0 || st < 0 || ut > 1<<40 || st > 1<<40 {
+	// 2^38 ticks is 87 years of CPU; their sum in nanoseconds fits a
+	// Duration, which ticks × time.Second would not.
+	if err1 != nil || err2 != nil || ut < 0 || st < 0 || ut > 1<<38 || st > 1<<38 {
 		return 0, errors.New("bad cpu times in /proc stat")
 	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
+	return time.Duration(ut+st) * (time.Second / clockTicks), nil
 }
 
 // rawRequest sends a request the client has no method for: the CPU

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tessera-dev/tessera/internal/fsync"
 )
 
 // ErrTooLarge is returned when more bytes arrive than the limit allows.
@@ -374,13 +376,8 @@ func (f *FS) SweepFiles(maxAge time.Duration) (int, error) {
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return fmt.Errorf("blobfs: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("blobfs: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/fsync"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -253,27 +254,32 @@ func (m *Meter) SetAllowance(ctx context.Context, a Allowance) error {
 
 // WriteRefusal returns the storage_quota_exhausted error when today's
 // written allowance is spent, else nil.
-func (m *Meter) WriteRefusal() error { return m.refusal(false, true) }
+func (m *Meter) WriteRefusal() error { return m.refusal(false, true, 0) }
 
 // ReadRefusal is WriteRefusal for the read allowance.
-func (m *Meter) ReadRefusal() error { return m.refusal(true, false) }
+func (m *Meter) ReadRefusal() error { return m.refusal(true, false, 0) }
 
 // StatementRefusal is the check of one statement: the read allowance,
-// and the written one too when the statement may write.
-func (m *Meter) StatementRefusal(mayWrite bool) error { return m.refusal(true, mayWrite) }
+// and the written one too when the statement may write. unbooked is rows
+// the backend has written but not yet added (a group commit adds a
+// batch's rows once it is durable); they count against the allowance
+// already, so a batch cannot write past it.
+func (m *Meter) StatementRefusal(mayWrite bool, unbooked int64) error {
+	return m.refusal(true, mayWrite, unbooked)
+}
 
 func spent(used, allowance int64) bool { return allowance > 0 && used >= allowance }
 
 // refusal is the quota error when the read allowance (read) or the
-// written one (written) is spent. It runs before every statement, so it
+// written one (written, with unbooked rows besides) is spent. It runs before every statement, so it
 // builds no Totals.
-func (m *Meter) refusal(read, written bool) error {
+func (m *Meter) refusal(read, written bool, unbooked int64) error {
 	now := m.clock.Now()
 	m.mu.Lock()
 	m.rollAt(now)
 	a := m.allowance()
 	isSpent := read && spent(m.synced.read+m.pending.read, a.RowsReadPerDay) ||
-		written && spent(m.synced.written+m.pending.written, a.RowsWrittenPerDay)
+		written && spent(m.synced.written+m.pending.written+unbooked, a.RowsWrittenPerDay)
 	m.mu.Unlock()
 	if !isSpent {
 		return nil
@@ -391,16 +397,7 @@ func writeFileAtomic(path string, b []byte) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsync.Dir(filepath.Dir(path))
 }
 
 // Persist syncs every interval until ctx ends, then once more. A crash

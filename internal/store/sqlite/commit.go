@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -88,11 +87,18 @@ type writeResult struct {
 func (db *DB) submit(req *writeReq) writeResult {
 	req.done = make(chan writeResult, 1)
 	req.at[atQueued] = time.Now()
+	// Close waits for the sends under way, and no send follows it: the
+	// committer's last drain of the queue leaves nothing unanswered.
+	db.closing.RLock()
+	if db.closed {
+		db.closing.RUnlock()
+		return writeResult{err: errStoreClosed}
+	}
 	select {
 	case db.writes <- req:
-	case <-db.stopped:
-		return writeResult{err: errors.New("sqlite: store closed")}
+		db.closing.RUnlock()
 	case <-req.ctx.Done():
+		db.closing.RUnlock()
 		return writeResult{err: req.ctx.Err()}
 	}
 	// Once queued, the answer comes even if ctx ends: the committer may be
@@ -143,6 +149,14 @@ func (db *DB) commitLoop() {
 				}
 			}
 		}
+		if b.open && b.refusing && db.meter.WriteRefusal() == nil {
+			// The allowance was reset or raised while this batch ran
+			// under query_only: it commits, and req runs in one that may
+			// write.
+			next = req
+			b.commit()
+			continue
+		}
 		if req.book != nil {
 			if len(b.reqs) > 0 {
 				next = req
@@ -161,7 +175,7 @@ func (db *DB) drain() {
 	for {
 		select {
 		case r := <-db.writes:
-			r.done <- writeResult{err: errors.New("sqlite: store closed")}
+			r.done <- writeResult{err: errStoreClosed}
 		default:
 			return
 		}
@@ -180,6 +194,9 @@ type batch struct {
 	open     bool
 	in       int
 	refusing bool
+	// held is the rows written by the requests in, counted in
+	// DB.unbooked until the batch is answered and the meter has them.
+	held int64
 }
 
 // run runs req in the batch's transaction, beginning one if none is open.
@@ -215,6 +232,13 @@ func (b *batch) run(req *writeReq) {
 	t := &tx{c: c}
 	p, err := run(req.fn, t)
 	b.read[i] = c.rowsRead
+	if c.c.GetAutocommit() {
+		// SQLite answered an error (a full disk, an I/O error) by rolling
+		// back the whole transaction, not only the statement: the writes
+		// of every request before this one in the batch are gone too.
+		b.lost(err, p)
+		return
+	}
 	if err == nil && p == nil && b.in > 0 {
 		if err = c.control("RELEASE request"); err != nil {
 			err = fmt.Errorf("release: %w", translate(err))
@@ -227,12 +251,46 @@ func (b *batch) run(req *writeReq) {
 			_ = c.control("RELEASE request")
 		} else {
 			_ = c.control("ROLLBACK")
-			b.open = false
+			b.open, c.inTx = false, false
 		}
 		return
 	}
 	res.topics, b.written[i] = t.topics, c.rowsWritten
 	b.in++
+	b.held += c.rowsWritten
+	b.db.unbooked.Add(c.rowsWritten)
+}
+
+// lost answers a batch whose transaction SQLite rolled back whole while
+// its last request ran (with err or the panic p): that request with its
+// own outcome, or an error if it went on as if nothing had happened, and
+// every request before it with the error that undid its writes. The
+// writer refused the last request's statements after the rollback
+// (errTxLost), so none of them committed on its own.
+func (b *batch) lost(err error, p any) {
+	last := len(b.results) - 1
+	cause := translate(err)
+	if cause == nil || p != nil {
+		cause = errTxLost
+	}
+	if p == nil {
+		b.results[last] = writeResult{err: cause}
+	} else {
+		b.results[last] = writeResult{panicked: p}
+	}
+	b.failAll(fmt.Errorf("rolled back with its batch: %w", cause))
+	b.open = false
+	b.db.writer.inTx = false
+}
+
+// failAll turns every success of the batch into err: its writes are not
+// committed.
+func (b *batch) failAll(err error) {
+	for i, r := range b.results {
+		if r.err == nil && r.panicked == nil {
+			b.results[i], b.written[i] = writeResult{err: err}, 0
+		}
+	}
 }
 
 // begin opens the batch's transaction: BEGIN IMMEDIATE, or while the
@@ -255,7 +313,7 @@ func (b *batch) begin() error {
 	if err := c.control(begin); err != nil {
 		return fmt.Errorf("begin: %w", translate(err))
 	}
-	b.open, b.in = true, 0
+	b.open, b.in, c.inTx = true, 0, true
 	return nil
 }
 
@@ -273,24 +331,29 @@ func (b *batch) commitFree() {
 	committing := time.Now()
 	var seq int64
 	if b.open {
-		// Counted before COMMIT makes the batch visible: a read that ends
-		// after that moment waits for this commit's fsync (durable.go).
-		// Under query_only the batch wrote nothing, and needs none.
-		if !b.refusing {
-			seq = db.dur.begun.Add(1)
-		}
-		if err := c.control("COMMIT"); err != nil {
+		c.inTx = false
+		if err := db.dur.broken(); err != nil {
+			// A batch ahead could not be made durable, and what it wrote
+			// may be gone from the disk: this one is not built on it.
 			_ = c.control("ROLLBACK")
-			for i, r := range b.results {
-				if r.err == nil && r.panicked == nil {
-					b.results[i], b.written[i] = writeResult{err: fmt.Errorf("commit: %w", translate(err))}, 0
-				}
+			b.failAll(err)
+		} else {
+			// Counted before COMMIT makes the batch visible: a read that
+			// ends after that moment waits for this commit's fsync
+			// (durable.go). Under query_only the batch wrote nothing, and
+			// needs none.
+			if !b.refusing {
+				seq = db.dur.begun.Add(1)
 			}
-		} else if !b.refusing {
-			db.commits.Add(1)
+			if err := c.control("COMMIT"); err != nil {
+				_ = c.control("ROLLBACK")
+				b.failAll(fmt.Errorf("commit: %w", translate(err)))
+			} else if !b.refusing {
+				db.commits.Add(1)
+			}
 		}
 	}
-	reqs, results, written, read := b.reqs, b.results, b.written, b.read
+	reqs, results, written, read, held := b.reqs, b.results, b.written, b.read, b.held
 	syncing := time.Now()
 	for _, r := range reqs {
 		r.at[atCommitting], r.at[atSyncing] = committing, syncing
@@ -305,6 +368,7 @@ func (b *batch) commitFree() {
 			db.meter.Add(r.ctx, written[i], read[i])
 			r.done <- results[i]
 		}
+		db.unbooked.Add(-held)
 	}}
 	*b = batch{db: db}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/tessera-dev/tessera/internal/fsync"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -49,6 +51,10 @@ type DB struct {
 	writes  chan *writeReq
 	stop    chan struct{}
 	stopped chan struct{}
+	// closed, set by Close under closing's write lock, stops submit from
+	// queueing writes (commit.go).
+	closing sync.RWMutex
+	closed  bool
 	started bool // the committer runs
 	once    sync.Once
 	// opened counts the reader connections made.
@@ -61,6 +67,10 @@ type DB struct {
 	phaseNanos [len(store.WritePhases)]atomic.Int64
 	// dur is the syncer's side of a commit (durable.go).
 	dur *durability
+	// unbooked is the rows written by requests of batches not yet
+	// answered, which the meter adds only then: the allowance counts
+	// them from the moment they are written (guard).
+	unbooked atomic.Int64
 
 	readers chan *conn
 	// indexes is each table's secondary indexes as the meter sees them:
@@ -123,6 +133,13 @@ func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	// SQLite deletes the WAL at a clean close and makes a new one at open,
+	// and under NORMAL it syncs the directory only at a checkpoint: the
+	// syncer's fdatasync makes the WAL's bytes durable, this its name.
+	if err := fsync.Dir(filepath.Dir(path)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	db.started = true
 	go db.dur.syncLoop()
 	go db.commitLoop()
@@ -138,6 +155,9 @@ func (db *DB) Close() error {
 }
 
 func (db *DB) shutdown() error {
+	db.closing.Lock()
+	db.closed = true
+	db.closing.Unlock()
 	close(db.stop)
 	if db.started {
 		<-db.stopped
@@ -145,10 +165,9 @@ func (db *DB) shutdown() error {
 	err := db.writer.close()
 	// Readers in use are waited for: their transactions finish first.
 	for range db.opened {
-		if c := <-db.readers; c != nil {
-			err = errors.Join(err, c.close())
-		}
+		err = errors.Join(err, (<-db.readers).close())
 	}
+	close(db.readers)
 	if db.dur != nil {
 		err = errors.Join(err, db.dur.wal.Close())
 	}
@@ -189,19 +208,23 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { db.readers <- c }()
 	if c == nil {
-		return errors.New("sqlite: store closed")
+		return errStoreClosed
 	}
+	defer func() { db.readers <- c }()
 	c.reset()
 	err := c.transact("BEGIN", func() error { return fn(&tx{c: c}) })
 	db.meter.Add(ctx, 0, c.rowsRead)
-	if err == nil {
-		// What the snapshot held is answered only once it is durable.
-		err = db.dur.await(ctx)
+	// What the snapshot held is answered only once it is durable — an
+	// error too, which may say what the snapshot held (not found, someone
+	// else's lease).
+	if e := db.dur.await(ctx); e != nil {
+		err = e
 	}
 	return Unavailable(err)
 }
+
+var errStoreClosed = errors.New("sqlite: store closed")
 
 func (db *DB) migrate(ctx context.Context) error {
 	c := db.writer
@@ -326,14 +349,23 @@ type conn struct {
 	guard func(readOnly bool) error
 	// readOnlyMode mirrors PRAGMA query_only on this connection.
 	readOnlyMode bool
+	// inTx: the committer holds a batch's transaction open on this
+	// connection, so a statement must never run outside it.
+	inTx bool
 }
+
+// errTxLost refuses a statement of the writer once SQLite has rolled back
+// the batch's whole transaction (commit.go): run anyway, it would commit
+// on its own, unsynced and outside any batch.
+var errTxLost = &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
+	Message: "storage is unavailable (a failed write rolled back the transaction this one ran in); the operation was not completed"}
 
 // guard is the allowance check of every statement (SPEC §13): once the
 // written allowance is spent, any statement that could write is refused,
 // even one that would change nothing (CREATE ... IF NOT EXISTS, INSERT OR
 // IGNORE of an existing row); once the read allowance is spent, all are.
 func (db *DB) guard(readOnly bool) error {
-	return db.meter.StatementRefusal(!readOnly)
+	return db.meter.StatementRefusal(!readOnly, db.unbooked.Load())
 }
 
 // queryOnly sets PRAGMA query_only to match refusing, as a second line
@@ -536,6 +568,9 @@ func (c *conn) query(ctx context.Context, sql string, args []any, each func(*sql
 		if err := c.guard(s.ReadOnly()); err != nil {
 			return err
 		}
+	}
+	if c.inTx && c.c.GetAutocommit() {
+		return errTxLost
 	}
 	returned := int64(0)
 	defer func() {

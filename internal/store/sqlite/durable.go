@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -155,7 +154,7 @@ func (d *durability) await(ctx context.Context) error {
 		select {
 		case <-advanced:
 		case <-d.done:
-			return errors.New("sqlite: store closed")
+			return errStoreClosed
 		case <-ctx.Done():
 			return ctx.Err()
 		}

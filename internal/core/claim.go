@@ -238,6 +238,11 @@ var errLapsed = errors.New("lease lapsed")
 // expired lease yields the task with errLapsed; anything else is lease_lost.
 func holdLease(ctx context.Context, tx store.Tx, ns, id, token string, now time.Time) (*tessera.Task, error) {
 	task, err := tx.TaskGet(ctx, ns, id)
+	return liveLease(task, err, id, token, now)
+}
+
+// liveLease is holdLease's judgement of the task as read (or its error).
+func liveLease(task *tessera.Task, err error, id, token string, now time.Time) (*tessera.Task, error) {
 	if err != nil {
 		return nil, notFound(err, "task", id)
 	}
@@ -316,12 +321,15 @@ func leaseTaskID(token string) (string, bool) {
 
 // leaseByToken is holdLease for a token alone: the task it names, if the
 // token is that task's live lease. A token naming no task is lease_lost.
+// It binds a write to the lease's run without writing the task, so the
+// task is held (store.Tx.TaskHold) until the write commits.
 func leaseByToken(ctx context.Context, tx store.Tx, ns, token string, now time.Time) (*tessera.Task, error) {
 	id, ok := leaseTaskID(token)
 	if !ok {
 		return nil, tessera.ErrLeaseLost
 	}
-	task, err := holdLease(ctx, tx, ns, id, token, now)
+	held, err := tx.TaskHold(ctx, ns, id)
+	task, err := liveLease(held, err, id, token, now)
 	if tessera.ErrorCode(err) == tessera.CodeNotFound {
 		return nil, tessera.ErrLeaseLost
 	}

@@ -116,6 +116,13 @@ type Tx interface {
 
 	TaskInsert(ctx context.Context, t *tessera.Task) error
 	TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error)
+	// TaskHold is TaskGet that also keeps the task from changing until the
+	// transaction ends: a write that only names the task (a record or an
+	// upload bound to its lease's run) changes no task row for a
+	// conditional write to catch, so it holds the row instead, and a lapse
+	// or re-claim on another node waits for it. A backend with one writer
+	// holds every row so already.
+	TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error)
 	// TaskUpdate writes after over the stored task, if the stored task is
 	// still at before.Version (the version before was read at): only the
 	// mutable fields that differ between the two (state, attempts, run_at,

@@ -122,8 +122,18 @@ func arg(v any) any {
 }
 
 func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
+	return t.task(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = $2`, ns, id)
+}
+
+// TaskHold takes a share lock: writes of the task wait for this
+// transaction, while other holders of it do not wait for each other.
+func (t *tx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error) {
+	return t.task(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = $2 FOR SHARE`, ns, id)
+}
+
+func (t *tx) task(ctx context.Context, sql, ns, id string) (*tessera.Task, error) {
 	var r taskRow
-	if err := t.one(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = $2`, []any{ns, id}, r.dest()...); err != nil {
+	if err := t.one(ctx, sql, []any{ns, id}, r.dest()...); err != nil {
 		return nil, err
 	}
 	return r.task()
@@ -248,9 +258,14 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 	return t.tasks(ctx, sql, args)
 }
 
+// TasksFinishedPurge locks the tasks it deletes first. Unlocked, a task
+// retried (live again) or given an event by a transaction still open
+// would be deleted all the same: a DELETE that waits for a row's lock
+// rechecks only its own WHERE, and the events and runs have none that
+// says finished. Locked ones are skipped, for a later pass.
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	var nss, ids []string
-	err := t.query(ctx, `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2`,
+	err := t.query(ctx, `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 		[]any{ms(before), limit}, func(rows pgx.Rows) error {
 			var ns, id string
 			if err := rows.Scan(&ns, &id); err != nil {

@@ -74,6 +74,11 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	return nil
 }
 
+// TaskHold is TaskGet: the one writer holds every row until it commits.
+func (t *tx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error) {
+	return t.TaskGet(ctx, ns, id)
+}
+
 func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) {
 	var task *tessera.Task
 	err := t.one(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = ? AND id = ?`, []any{ns, id}, func(s *sqlite3.Stmt) (err error) {

@@ -166,6 +166,30 @@ func testTasks(t *testing.T, open Opener) {
 		wantErr(t, "claim of an empty queue", err, store.ErrNotFound)
 	})
 
+	// TaskHold reads what TaskGet reads, in a write transaction; what it
+	// holds against other nodes is the PostgreSQL package's race tests.
+	t.Run("TaskHoldReadsTheTask", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		want := taskFixture("01H", taskOpts{ns: "a"})
+		insertTasks(t, s, want)
+		err := s.Update(ctx, func(tx store.Tx) error {
+			got, err := tx.TaskHold(ctx, "a", "01H")
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("hold:\n got %+v\nwant %+v", got, want)
+			}
+			_, err = tx.TaskHold(ctx, "b", "01H")
+			wantErr(t, "hold from another namespace", err, store.ErrNotFound)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("TaskClaimOrder", func(t *testing.T) {
 		s := open(t)
 		q := taskOpts{queue: "q"}

@@ -58,6 +58,18 @@ func (s *signals) fire(name string) {
 	}
 }
 
+// fireAll fires every topic someone waits on: each waiter looks at the
+// store again, and finds whether its topic had news.
+func (s *signals) fireAll() {
+	s.mu.Lock()
+	topics := s.topics
+	s.topics = map[string]*topic{}
+	s.mu.Unlock()
+	for _, t := range topics {
+		close(t.ch)
+	}
+}
+
 // hints keeps the Retry-After advice of empty claims (§6): per key and
 // queue it doubles 5, 10, 20, 40, 60; a grant to the key or an enqueue to
 // the queue starts it over. Queue generations make the enqueue reset O(1).

@@ -49,3 +49,28 @@ func TestHintResetsOnEnqueue(t *testing.T) {
 		t.Errorf("after an enqueue: %d, want 5", got)
 	}
 }
+
+// After a gap in the notifications every waiter is woken, whatever its
+// topic, and a later subscriber waits for the next fire.
+func TestFireAllWakesEveryWaiter(t *testing.T) {
+	s := newSignals()
+	a, doneA := s.subscribe("q\x00main\x00a")
+	b, doneB := s.subscribe("t\x00main\x0001T")
+	defer doneA()
+	defer doneB()
+	s.fireAll()
+	for name, ch := range map[string]<-chan struct{}{"queue": a, "task": b} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("the %s waiter was not woken", name)
+		}
+	}
+	later, done := s.subscribe("q\x00main\x00a")
+	defer done()
+	select {
+	case <-later:
+		t.Error("a subscriber after fireAll is woken before the next fire")
+	default:
+	}
+}

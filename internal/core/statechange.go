@@ -24,9 +24,12 @@ func namespaceTopic(ns string) string    { return "n\x00" + ns }
 func (s *Service) notified(topic string) {
 	if topic == store.TopicGap {
 		// Changes elsewhere may have gone unheard: forget every snapshot
-		// and cached key, which the next request rebuilds.
+		// and cached key, which the next request rebuilds, and wake every
+		// long-poll, which looks again (§6: an enqueue wakes a waiting
+		// claim at once, not when its wait runs out).
 		s.snaps.dropAll()
 		s.auth.ForgetAll()
+		s.signals.fireAll()
 		return
 	}
 	if len(topic) < 2 {

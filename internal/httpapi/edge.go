@@ -220,9 +220,7 @@ func (b *bodyWatch) linger() {
 		b.mu.Unlock()
 		return
 	}
-	// A body cut off for its pace is not waited for again, and a client
-	// waiting for "100 Continue" never got it, so it sends nothing.
-	reading := !b.cut && !(b.expectContinue && b.n == 0)
+	reading := !b.wontRead()
 	if reading {
 		stop := b.cfg.BodyReadTimeout
 		if b.draining {
@@ -241,6 +239,25 @@ func (b *bodyWatch) linger() {
 		}
 	}
 	b.closeConn()
+}
+
+// wontRead reports whether linger will close the connection rather than
+// read the rest of the body: a body cut off for its pace is not waited for
+// again, and a client waiting for "100 Continue" never got it, so it sends
+// nothing. b.mu held.
+func (b *bodyWatch) wontRead() bool {
+	return !b.eof && (b.cut || b.expectContinue && b.n == 0)
+}
+
+// closesConn reports whether the connection closes after the answer, for
+// the answer to say so (Connection: close). b may be nil.
+func (b *bodyWatch) closesConn() bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wontRead()
 }
 
 // closeConn closes the connection under a body left unread: first the

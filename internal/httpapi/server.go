@@ -170,6 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, usage := meter.WithUsage(r.Context())
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	body := s.watchBody(rec, r)
+	rec.body = body
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic", "route", rec.route, "panic", p)
@@ -375,17 +376,28 @@ type statusRecorder struct {
 	route  string
 	status int
 	wrote  bool
+	body   *bodyWatch
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wrote {
 		r.status, r.wrote = code, true
+		// linger closes the connection under a body it will not read
+		// (cut off, or never sent for want of "100 Continue"). net/http
+		// cannot tell, since the edge replaced the body, and would
+		// promise keep-alive: the client's next request on the
+		// connection would meet EOF.
+		if r.body.closesConn() {
+			r.Header().Set("Connection", "close")
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
-	r.wrote = true
+	if !r.wrote {
+		r.WriteHeader(http.StatusOK)
+	}
 	return r.ResponseWriter.Write(b)
 }
 

@@ -47,6 +47,11 @@ type Route struct {
 	// Ranges marks a raw response served with Range (206, 416) and
 	// conditional requests (304).
 	Ranges bool
+	// JSONRPC marks a JSON-RPC transport (MCP, SPEC §11): In and Out are
+	// one message, and the body and its answer may be a batch of them; a
+	// body of notifications only is answered 202 with none; a 400 may be
+	// a JSON-RPC error rather than the error body.
+	JSONRPC bool
 }
 
 // Rules are the bounds the server enforces that Go types cannot say, as
@@ -360,6 +365,16 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 	}
 	for code, desc := range errorStatuses {
 		responses[code] = map[string]any{"description": desc, "content": errContent}
+	}
+	if r.JSONRPC {
+		msg := sc.of(reflect.TypeOf(r.In))
+		batch := map[string]any{"application/json": map[string]any{"schema": map[string]any{
+			"anyOf": []any{msg, map[string]any{"type": "array", "items": msg}}}}}
+		op["requestBody"] = map[string]any{"required": true, "content": batch}
+		ok["content"] = batch
+		responses["202"] = map[string]any{"description": "notifications or responses only: no body"}
+		responses["400"] = map[string]any{"description": errorStatuses["400"] + "; or a JSON-RPC error (parse error, invalid request, unsupported protocol version)",
+			"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"anyOf": []any{errRef, msg}}}}}
 	}
 	op["responses"] = responses
 	if r.Auth != "public" || namespaced {

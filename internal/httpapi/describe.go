@@ -53,7 +53,7 @@ func (s *Server) Describe() []discovery.Route {
 	if s.cfg.MetricsPublic {
 		auth = "public"
 	}
-	out = append(out, discovery.Route{Method: http.MethodPost, Path: "/mcp", Auth: "public", In: mcpMessage{}, Out: mcpMessage{},
+	out = append(out, discovery.Route{Method: http.MethodPost, Path: "/mcp", Auth: "public", In: mcpMessage{}, Out: mcpMessage{}, JSONRPC: true,
 		Summary: "MCP endpoint (Streamable HTTP, JSON-RPC 2.0, batches accepted): tools that act need Authorization: Bearer; 202 for notifications"})
 	out = append(out, discovery.Route{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics: storage rows, the allowance, requests by route and status", Auth: auth, RawResponse: true, RawType: "text/plain"})
 	for _, p := range discovery.Paths {
@@ -123,10 +123,13 @@ func (s *Server) schemaRules() discovery.Rules {
 		"display_name": {"maxLength": core.MaxDisplayNameLen, "pattern": oneLine},
 	}
 	rawPolicy := kw{"enum": []string{tessera.RawPrivate, tessera.RawNamespace}}
+	// The core reads an empty queue as the default one, as it reads an
+	// absent one.
+	queue := kw{"anyOf": []any{kw{"const": ""}, name}, "description": "empty or absent for default"}
 	return discovery.Rules{
 		Fields: map[reflect.Type]map[string]kw{
 			reflect.TypeFor[core.EnqueueParams](): {
-				"queue":        name,
+				"queue":        queue,
 				"title":        {"minLength": 1, "maxLength": core.MaxTitleLen, "pattern": oneLine},
 				"brief":        text(core.MaxBriefLen),
 				"labels":       {"maxItems": core.MaxLabels, "items": kw{"type": "string", "pattern": namePattern}},
@@ -135,7 +138,7 @@ func (s *Server) schemaRules() discovery.Rules {
 				"payload":      {"description": fmt.Sprintf("any JSON value, at most %d bytes", core.MaxPayloadLen)},
 			},
 			reflect.TypeFor[core.ClaimParams](): {
-				"queue":         name,
+				"queue":         queue,
 				"lease_seconds": lease,
 				"wait_seconds":  between(0, core.MaxClaimWait),
 			},
@@ -162,7 +165,7 @@ func (s *Server) schemaRules() discovery.Rules {
 				"sha256":       {"pattern": sumPattern},
 				"size":         between(0, s.core.MaxBlobBytes()),
 				"content_type": text(core.MaxContentTypeLen),
-				"raw_policy":   rawPolicy,
+				"raw_policy":   {"enum": []string{"", tessera.RawPrivate, tessera.RawNamespace}, "description": "empty or absent to keep the namespace's"},
 			},
 			reflect.TypeFor[core.NamespaceSettingsParams](): {"raw_policy": rawPolicy},
 			reflect.TypeFor[meter.Allowance](): {

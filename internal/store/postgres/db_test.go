@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -41,26 +40,6 @@ func spentMeter(t *testing.T) *meter.Meter {
 	}
 	m.Add(context.Background(), 1, 0)
 	return m
-}
-
-// sql runs one statement on its own connection to url and scans its row
-// into dest.
-func sql(t *testing.T, url, query string, dest ...any) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if len(dest) == 0 {
-		_, err = c.Exec(ctx, query)
-	} else {
-		err = c.QueryRow(ctx, query).Scan(dest...)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
 }
 
 func task(id string) *tessera.Task {
@@ -105,9 +84,9 @@ func TestNewSchemaInOneTransaction(t *testing.T) {
 	open(t, url, newMeter())
 	var xmins, tables, version int
 	var metaXmin, classXmin string
-	sql(t, url, `SELECT count(DISTINCT xmin::text), min(xmin::text), count(*) FILTER (WHERE relkind = 'r')
+	pgtest.SQL(t, url, `SELECT count(DISTINCT xmin::text), min(xmin::text), count(*) FILTER (WHERE relkind = 'r')
  FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &xmins, &classXmin, &tables)
-	sql(t, url, `SELECT xmin::text, schema_version FROM tessera_meta`, &metaXmin, &version)
+	pgtest.SQL(t, url, `SELECT xmin::text, schema_version FROM tessera_meta`, &metaXmin, &version)
 	files, _ := migrations()
 	if xmins != 1 || metaXmin != classXmin {
 		t.Errorf("the schema was made by %d transactions (tables %s, version row %s), want 1", xmins, classXmin, metaXmin)
@@ -140,8 +119,8 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 		}
 	}
 	var version, xmins int
-	sql(t, url, `SELECT schema_version FROM tessera_meta`, &version)
-	sql(t, url, `SELECT count(DISTINCT xmin::text) FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &xmins)
+	pgtest.SQL(t, url, `SELECT schema_version FROM tessera_meta`, &version)
+	pgtest.SQL(t, url, `SELECT count(DISTINCT xmin::text) FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &xmins)
 	if files, _ := migrations(); version != len(files) || xmins != 1 {
 		t.Errorf("after concurrent opens: version %d by %d transactions, want %d by 1", version, xmins, len(files))
 	}
@@ -156,7 +135,7 @@ func TestOpenRefusedWithoutSchema(t *testing.T) {
 		t.Fatalf("open of a new schema while refusing: %v", err)
 	}
 	var relations int
-	sql(t, url, `SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &relations)
+	pgtest.SQL(t, url, `SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &relations)
 	if relations != 0 {
 		t.Errorf("the refused open created %d relations", relations)
 	}
@@ -363,7 +342,7 @@ func TestListenerReconnects(t *testing.T) {
 	a.Listen(func(topic string) { heard <- topic })
 	pid := a.listener.pid.Load()
 	var killed bool
-	sql(t, url, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid), &killed)
+	pgtest.SQL(t, url, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid), &killed)
 	if !killed {
 		t.Fatalf("backend %d was not terminated", pid)
 	}

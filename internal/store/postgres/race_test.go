@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -103,7 +101,7 @@ func purge(t *testing.T, db store.Store, before time.Time) int {
 // taskRows counts a task's rows: the task, its runs and its events.
 func taskRows(t *testing.T, url, id string) (tasks, runs, events int) {
 	t.Helper()
-	rsql(t, url, fmt.Sprintf(`SELECT (SELECT count(*) FROM tasks WHERE id = '%[1]s'), (SELECT count(*) FROM runs WHERE task_id = '%[1]s'),
+	pgtest.SQL(t, url, fmt.Sprintf(`SELECT (SELECT count(*) FROM tasks WHERE id = '%[1]s'), (SELECT count(*) FROM runs WHERE task_id = '%[1]s'),
  (SELECT count(*) FROM task_events WHERE task_id = '%[1]s')`, id), &tasks, &runs, &events)
 	return
 }
@@ -162,7 +160,7 @@ func TestPurgeSkipsATaskGivenAnEventMeanwhile(t *testing.T) {
 		t.Errorf("the next purge deleted %d tasks, want 1", n)
 	}
 	var events int
-	rsql(t, url, `SELECT count(*) FROM task_events`, &events)
+	pgtest.SQL(t, url, `SELECT count(*) FROM task_events`, &events)
 	if tasks, runs, _ := taskRows(t, url, "01DONE"); tasks != 0 || runs != 0 || events != 0 {
 		t.Errorf("after the purge: %d task rows, %d runs, %d events left; want none", tasks, runs, events)
 	}
@@ -270,7 +268,7 @@ func TestRecordWriteHoldsTheLease(t *testing.T) {
 		t.Fatalf("claim while the write holds the task: %v %+v", err, c)
 	}
 	var state string
-	rsql(t, url, `SELECT state FROM tasks`, &state)
+	pgtest.SQL(t, url, `SELECT state FROM tasks`, &state)
 	if state != tessera.StateLeased {
 		t.Fatalf("the task is %s while a write under its lease is held; want leased", state)
 	}
@@ -326,20 +324,6 @@ func TestRecordWriteAfterReclaimIsLost(t *testing.T) {
 	_, err = a.svc.PutRecord(ctx, a.actor, "main", "b", "k", core.PutRecordParams{Value: json.RawMessage(`1`), LeaseToken: first.Lease.Token}, "")
 	if tessera.ErrorCode(err) != tessera.ErrorCode(tessera.ErrLeaseLost) {
 		t.Errorf("record write with a stale token: %v, want lease_lost", err)
-	}
-}
-
-// rsql runs one query on its own connection and scans its row.
-func rsql(t *testing.T, url, query string, dest ...any) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if err := c.QueryRow(ctx, query).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", query, err)
 	}
 }
 

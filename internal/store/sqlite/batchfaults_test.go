@@ -224,11 +224,7 @@ func TestFailedReadWaitsForTheFsync(t *testing.T) {
 func TestNoCommitAfterFailedFsync(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := Open(ctx, path, meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storeAt(t, path, meter.New(tessera.SystemClock{}))
 	started, fail := make(chan struct{}, 4), make(chan struct{})
 	db.dur.syncFile = func(*os.File) error {
 		started <- struct{}{}
@@ -254,11 +250,7 @@ func TestNoCommitAfterFailedFsync(t *testing.T) {
 	t.Logf("A: %v\nB: %v", errA, errB)
 	commits := db.CommitStats().Commits
 	db.Close()
-	db2, err := Open(ctx, path, meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Close()
+	db2 := storeAt(t, path, meter.New(tessera.SystemClock{}))
 	b := taskExists(t, db2, "01B")
 	t.Logf("commits counted: %d; after restart 01B stored: %v", commits, b)
 	if errB != nil && b {
@@ -300,17 +292,10 @@ func TestAllowanceCountsTheBatch(t *testing.T) {
 func TestRefusalEndsInsideBatch(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := Open(ctx, path, meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := storeAt(t, path, meter.New(tessera.SystemClock{}))
 	db.Close()
 	m, clock := spentMeter(t)
-	db, err = Open(ctx, path, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = storeAt(t, path, m)
 	release, first := holdCommitter(t, db, func(tx store.Tx) error {
 		_, err := tx.TaskGet(ctx, "main", "01NONE")
 		if errors.Is(err, store.ErrNotFound) {

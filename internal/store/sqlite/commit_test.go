@@ -214,11 +214,7 @@ func TestAnswersWaitForTheFsync(t *testing.T) {
 func TestFailedFsyncStopsTheStore(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := Open(ctx, path, meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storeAt(t, path, meter.New(tessera.SystemClock{}))
 	if err := db.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, commitTask("01OK")) }); err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +236,7 @@ func TestFailedFsyncStopsTheStore(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(ctx, path, meter.New(tessera.SystemClock{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = storeAt(t, path, meter.New(tessera.SystemClock{}))
 	if err := db.View(ctx, func(tx store.Tx) error {
 		_, err := tx.TaskGet(ctx, "main", "01OK")
 		return err

@@ -26,7 +26,14 @@ func finishedTask(i int, now time.Time) *tessera.Task {
 // and closes it when the test ends.
 func tempStore(tb testing.TB, m *meter.Meter) *DB {
 	tb.Helper()
-	db, err := Open(context.Background(), filepath.Join(tb.TempDir(), "t.db"), m)
+	return storeAt(tb, filepath.Join(tb.TempDir(), "t.db"), m)
+}
+
+// storeAt opens the store at path, metered by m, and closes it when the
+// test ends (a test may close it sooner, to open it again).
+func storeAt(tb testing.TB, path string, m *meter.Meter) *DB {
+	tb.Helper()
+	db, err := Open(context.Background(), path, m)
 	if err != nil {
 		tb.Fatal(err)
 	}

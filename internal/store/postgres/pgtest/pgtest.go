@@ -77,3 +77,25 @@ func Schema(t testing.TB) string {
 	})
 	return u
 }
+
+// SQL runs one statement on a connection of its own to url (a schema's
+// URL, from Schema) and scans its row into dest; with no dest it only
+// executes it. Tests use it to look at or set up what the store under
+// test does not show.
+func SQL(t testing.TB, url, query string, dest ...any) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if len(dest) == 0 {
+		_, err = c.Exec(ctx, query)
+	} else {
+		err = c.QueryRow(ctx, query).Scan(dest...)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}

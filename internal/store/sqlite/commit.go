@@ -8,6 +8,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // Group commit. One goroutine, the committer, owns the writer connection.
@@ -269,14 +270,20 @@ func (b *batch) run(req *writeReq) {
 // (errTxLost), so none of them committed on its own.
 func (b *batch) lost(err error, p any) {
 	last := len(b.results) - 1
-	cause := translate(err)
-	if cause == nil || p != nil {
-		cause = errTxLost
+	own := translate(err)
+	if own == nil {
+		own = errTxLost
 	}
 	if p == nil {
-		b.results[last] = writeResult{err: cause}
+		b.results[last] = writeResult{err: own}
 	} else {
 		b.results[last] = writeResult{panicked: p}
+	}
+	// The others hear the storage error that undid them, never a domain
+	// error of the last request's own.
+	cause := own
+	if p != nil || tessera.ErrorCode(own) != tessera.CodeUnavailable {
+		cause = errTxLost
 	}
 	b.failAll(fmt.Errorf("rolled back with its batch: %w", cause))
 	b.open = false

@@ -271,8 +271,8 @@ func (m *Meter) StatementRefusal(mayWrite bool, unbooked int64) error {
 func spent(used, allowance int64) bool { return allowance > 0 && used >= allowance }
 
 // refusal is the quota error when the read allowance (read) or the
-// written one (written, with unbooked rows besides) is spent. It runs before every statement, so it
-// builds no Totals.
+// written one (written, with unbooked rows besides) is spent. It runs
+// before every statement, so it builds no Totals.
 func (m *Meter) refusal(read, written bool, unbooked int64) error {
 	now := m.clock.Now()
 	m.mu.Lock()

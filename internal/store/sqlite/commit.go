@@ -150,7 +150,7 @@ func (db *DB) commitLoop() {
 				}
 			}
 		}
-		if b.open && b.refusing && db.meter.WriteRefusal() == nil {
+		if db.writer.inTx && b.refusing && db.meter.WriteRefusal() == nil {
 			// The allowance was reset or raised while this batch ran
 			// under query_only: it commits, and req runs in one that may
 			// write.
@@ -191,8 +191,8 @@ type batch struct {
 	results []writeResult
 	written []int64
 	read    []int64
-	// open: a transaction is open; in: the requests whose writes it holds.
-	open     bool
+	// in is the requests whose writes the batch's transaction holds; the
+	// writer's inTx says whether one is open.
 	in       int
 	refusing bool
 	// held is the rows written by the requests in, counted in
@@ -217,7 +217,7 @@ func (b *batch) run(req *writeReq) {
 		res.err = err
 		return
 	}
-	if !b.open {
+	if !c.inTx {
 		if err := b.begin(); err != nil {
 			res.err = err
 			return
@@ -252,7 +252,7 @@ func (b *batch) run(req *writeReq) {
 			_ = c.control("RELEASE request")
 		} else {
 			_ = c.control("ROLLBACK")
-			b.open, c.inTx = false, false
+			c.inTx = false
 		}
 		return
 	}
@@ -286,7 +286,6 @@ func (b *batch) lost(err error, p any) {
 		cause = errTxLost
 	}
 	b.failAll(fmt.Errorf("rolled back with its batch: %w", cause))
-	b.open = false
 	b.db.writer.inTx = false
 }
 
@@ -320,7 +319,7 @@ func (b *batch) begin() error {
 	if err := c.control(begin); err != nil {
 		return fmt.Errorf("begin: %w", translate(err))
 	}
-	b.open, b.in, c.inTx = true, 0, true
+	b.in, c.inTx = 0, true
 	return nil
 }
 
@@ -337,7 +336,7 @@ func (b *batch) commitFree() {
 	db, c := b.db, b.db.writer
 	committing := time.Now()
 	var seq int64
-	if b.open {
+	if c.inTx {
 		c.inTx = false
 		if err := db.dur.broken(); err != nil {
 			// A batch ahead could not be made durable, and what it wrote

@@ -128,8 +128,10 @@ func (t *tx) TaskGet(ctx context.Context, ns, id string) (*tessera.Task, error) 
 // TaskHold takes a share lock: writes of the task wait for this
 // transaction, while other holders of it do not wait for each other.
 func (t *tx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error) {
-	return t.task(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = $2 FOR SHARE`, ns, id)
+	return t.task(ctx, taskHoldSQL, ns, id)
 }
+
+const taskHoldSQL = `SELECT ` + taskCols + ` FROM tasks WHERE namespace = $1 AND id = $2 FOR SHARE`
 
 func (t *tx) task(ctx context.Context, sql, ns, id string) (*tessera.Task, error) {
 	var r taskRow
@@ -258,6 +260,8 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 	return t.tasks(ctx, sql, args)
 }
 
+const purgeBatchSQL = `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+
 // TasksFinishedPurge locks the tasks it deletes first. Unlocked, a task
 // retried (live again) or given an event by a transaction still open
 // would be deleted all the same: a DELETE that waits for a row's lock
@@ -265,15 +269,14 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 // says finished. Locked ones are skipped, for a later pass.
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	var nss, ids []string
-	err := t.query(ctx, `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-		[]any{ms(before), limit}, func(rows pgx.Rows) error {
-			var ns, id string
-			if err := rows.Scan(&ns, &id); err != nil {
-				return err
-			}
-			nss, ids = append(nss, ns), append(ids, id)
-			return nil
-		})
+	err := t.query(ctx, purgeBatchSQL, []any{ms(before), limit}, func(rows pgx.Rows) error {
+		var ns, id string
+		if err := rows.Scan(&ns, &id); err != nil {
+			return err
+		}
+		nss, ids = append(nss, ns), append(ids, id)
+		return nil
+	})
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}

@@ -47,12 +47,17 @@ const (
 	ActNamespaceGet   = "admin.namespace.settings.read"
 	ActNamespacePurge = "admin.namespace.purge"
 	ActHealth         = "public.health"
+	ActHealthz        = "public.healthz"
 	ActBoard          = "public.board"
 	ActActivity       = "public.activity"
 	ActStorage        = "admin.storage"
 	ActAllowance      = "admin.storage.allowance"
 	ActMetrics        = "admin.metrics"
 	ActSessionStart   = "session.start"
+	ActAccessModes    = "access.modes"
+	// ActBlobPut is MCP's upload in one call (declare, bytes, commit); its
+	// success is evented as the commit it ends with.
+	ActBlobPut = "blob.put"
 )
 
 // ActTaskEnqueueBatch names a batch enqueue (POST /v1/tasks/batch) in
@@ -76,6 +81,7 @@ type Need struct {
 // after any wait) check against, so the two cannot disagree.
 var needs = map[string]Need{
 	ActSessionStart: {Keyless: true},
+	ActAccessModes:  {Keyless: true},
 	ActMe:           {},
 	ActMyAudit:      {},
 
@@ -108,10 +114,12 @@ var needs = map[string]Need{
 	ActBlobDeclare:   {Grant: true, Action: tessera.ActionWrite},
 	ActBlobUpload:    {Grant: true, Action: tessera.ActionWrite},
 	ActBlobCommit:    {Grant: true, Action: tessera.ActionWrite},
+	ActBlobPut:       {Grant: true, Action: tessera.ActionWrite},
 	ActBlobRead:      {Grant: true, Action: tessera.ActionRead},
 	ActBlobMeta:      {Grant: true, Action: tessera.ActionRead},
 
 	ActHealth:   {Grant: true, Action: tessera.ActionRead},
+	ActHealthz:  {Grant: true, Action: tessera.ActionRead},
 	ActBoard:    {Grant: true, Action: tessera.ActionRead},
 	ActActivity: {Grant: true, Action: tessera.ActionRead},
 
@@ -146,4 +154,11 @@ func (n Need) Check(a *auth.Actor, ns string) error {
 		return a.Check(ns, n.Action)
 	}
 	return nil
+}
+
+// KnownOp reports whether op has an entry of its own in the table of
+// needs, rather than the admin NeedOf falls back to.
+func KnownOp(op string) bool {
+	_, ok := needs[op]
+	return ok
 }

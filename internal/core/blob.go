@@ -129,9 +129,6 @@ func (s *Service) checkDeclare(p *DeclareBlobParams) (string, error) {
 	if p.ContentType == "" || len(p.ContentType) > MaxContentTypeLen {
 		return "", tessera.Invalid("content_type", "content_type must be a media type of at most %d bytes", MaxContentTypeLen)
 	}
-	if p.RawPolicy != "" && !tessera.ValidRawPolicy(p.RawPolicy) {
-		return "", tessera.Invalid("raw_policy", "raw_policy must be private or namespace")
-	}
 	return sum, nil
 }
 
@@ -548,12 +545,6 @@ func (s *Service) PutNamespaceSettings(ctx context.Context, a *auth.Actor, ns st
 	if err != nil {
 		return nil, err
 	}
-	if !tessera.ValidNamespace(ns) {
-		return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
-	}
-	if !tessera.ValidRawPolicy(p.RawPolicy) {
-		return nil, tessera.Invalid("raw_policy", "raw_policy must be private or namespace")
-	}
 	st := &tessera.NamespaceSettings{Namespace: ns, RawPolicy: p.RawPolicy, UpdatedAt: s.clock.Now()}
 	err = s.auditedCreate(ctx, a, ns, ActNamespaceSet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target = ns
@@ -571,9 +562,6 @@ func (s *Service) GetNamespaceSettings(ctx context.Context, a *auth.Actor, ns st
 	a, err := s.authorize(ctx, a, "", ActNamespaceGet)
 	if err != nil {
 		return nil, err
-	}
-	if !tessera.ValidNamespace(ns) {
-		return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
 	}
 	var st *tessera.NamespaceSettings
 	err = s.auditedRead(ctx, a, ns, ActNamespaceGet, func(tx store.Tx, ev *tessera.AuditEvent) error {

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/ids"
@@ -45,14 +44,12 @@ type Claimed struct {
 	RetryAfter int            `json:"retry_after,omitempty"`
 }
 
-func leaseSeconds(field string, v int) (int, error) {
+// leaseSeconds is a lease's length: v, or the default for 0.
+func leaseSeconds(v int) int {
 	if v == 0 {
-		return DefaultLeaseSeconds, nil
+		return DefaultLeaseSeconds
 	}
-	if v < MinLeaseSeconds || v > MaxLeaseSeconds {
-		return 0, tessera.Invalid(field, "lease_seconds must be %d–%d", MinLeaseSeconds, MaxLeaseSeconds)
-	}
-	return v, nil
+	return v
 }
 
 func hashToken(token string) []byte {
@@ -64,19 +61,11 @@ func hashToken(token string) []byte {
 // for one to arrive. Admission (§6) bounds each key's claims.
 func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams) (*Claimed, error) {
 	if p.Queue == "" {
-		p.Queue = "default"
+		p.Queue = DefaultQueue
 	}
-	if !ValidName(p.Queue) {
-		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
-	}
-	ls, err := leaseSeconds("lease_seconds", p.LeaseSeconds)
+	ls := leaseSeconds(p.LeaseSeconds)
+	a, err := s.authorize(ctx, a, ns, ActClaim)
 	if err != nil {
-		return nil, err
-	}
-	if p.WaitSeconds < 0 || p.WaitSeconds > MaxClaimWait {
-		return nil, tessera.Invalid("wait_seconds", "wait_seconds must be 0–%d", MaxClaimWait)
-	}
-	if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
 		return nil, err
 	}
 	release, err := s.admission.admit(ctx, a.Key.ID)
@@ -259,7 +248,7 @@ func liveLease(task *tessera.Task, err error, id, token string, now time.Time) (
 // lease turns out to have lapsed, the lapse is recorded and the caller gets
 // lease_lost: the lapse is a fact, whatever the request wanted.
 func (s *Service) withLease(ctx context.Context, a *auth.Actor, ns, id, token, action string, fn func(tx store.Tx, task *tessera.Task, now time.Time) error) error {
-	if token == "" || len(token) > 128 {
+	if token == "" || len(token) > MaxLeaseTokenLen {
 		return tessera.ErrLeaseLost
 	}
 	err := s.audited(ctx, a, ns, action, func(tx store.Tx, ev *tessera.AuditEvent) error {
@@ -316,7 +305,7 @@ func tokenMatches(token string, hash []byte) bool {
 // leaseTaskID returns the task id a lease token names.
 func leaseTaskID(token string) (string, bool) {
 	id, _, ok := strings.Cut(token, ".")
-	return id, ok && id != "" && len(token) <= 128
+	return id, ok && id != "" && len(token) <= MaxLeaseTokenLen
 }
 
 // leaseByToken is holdLease for a token alone: the task it names, if the
@@ -354,14 +343,6 @@ type Heartbeat struct {
 
 // Heartbeat extends a live lease by its length (or LeaseSeconds).
 func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p HeartbeatParams) (*Heartbeat, error) {
-	if err := checkJSON("progress", p.Progress, MaxProgressLen); err != nil {
-		return nil, err
-	}
-	if p.LeaseSeconds != 0 {
-		if _, err := leaseSeconds("lease_seconds", p.LeaseSeconds); err != nil {
-			return nil, err
-		}
-	}
 	a, err := s.authorize(ctx, a, ns, ActHeartbeat)
 	if err != nil {
 		return nil, err
@@ -401,15 +382,6 @@ type SubmitParams struct {
 
 // Submit ends a run with its outcome.
 func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p SubmitParams, idemKey string) (*tessera.Task, error) {
-	if p.Outcome != tessera.OutcomeSucceeded && p.Outcome != tessera.OutcomeFailed {
-		return nil, tessera.Invalid("outcome", "outcome must be succeeded or failed")
-	}
-	if err := checkJSON("result", p.Result, MaxResultLen); err != nil {
-		return nil, err
-	}
-	if len(p.Error) > MaxErrorLen || !utf8.ValidString(p.Error) {
-		return nil, tessera.Invalid("error", "error is at most %d bytes", MaxErrorLen)
-	}
 	a, err := s.authorize(ctx, a, ns, ActSubmit)
 	if err != nil {
 		return nil, err
@@ -480,12 +452,6 @@ type ClaimEvents struct {
 // Events returns what the holder of a task's lease should learn after
 // sequence since, waiting up to wait for something to arrive.
 func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, since int64, wait time.Duration) (*ClaimEvents, error) {
-	if since < 0 {
-		return nil, tessera.Invalid("since", "since must be a sequence number ≥ 0")
-	}
-	if wait < 0 || wait > MaxEventsWait*time.Second {
-		return nil, tessera.Invalid("wait", "wait must be 0–%d seconds", MaxEventsWait)
-	}
 	deadline := time.Now().Add(wait)
 	topic := taskTopic(ns, id)
 	for {

@@ -31,9 +31,6 @@ func pageParams(cursor string, limit int) (string, int, error) {
 	if limit == 0 {
 		limit = DefaultListSize
 	}
-	if limit < 1 || limit > MaxListLimit {
-		return "", 0, tessera.Invalid("limit", "limit must be 1–%d", MaxListLimit)
-	}
 	if cursor == "" {
 		return "", limit, nil
 	}

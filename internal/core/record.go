@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -20,34 +19,6 @@ const (
 	MaxValueLen = 256 << 10
 	MaxKeyLen   = 256
 )
-
-// Bucket names follow the queue and label rule (ValidName). Keys allow a
-// few more punctuation characters so they can carry dates, versions and
-// emails; never '/', so a key is one path segment, and never a leading '.',
-// so "." and ".." cannot be keys.
-var keyRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:=@-]{0,255}$`)
-
-var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.:=@-]{0,256}$`)
-
-// ValidKey reports whether s is a valid record key.
-func ValidKey(s string) bool { return keyRE.MatchString(s) }
-
-func checkBucket(name string) error {
-	if !ValidName(name) {
-		return tessera.Invalid("bucket", "bucket must match %s", nameRE)
-	}
-	return nil
-}
-
-func checkRecordName(bucket, key string) error {
-	if err := checkBucket(bucket); err != nil {
-		return err
-	}
-	if !ValidKey(key) {
-		return tessera.Invalid("key", "key must match %s", keyRE)
-	}
-	return nil
-}
 
 // PutRecordParams is the body of PUT /v1/records/{bucket}/{key}.
 type PutRecordParams struct {
@@ -67,12 +38,6 @@ func (p *PutRecordParams) value() (json.RawMessage, error) {
 	if err := json.Compact(&buf, p.Value); err != nil {
 		return nil, tessera.Invalid("value", "value is not valid JSON")
 	}
-	if buf.Len() > MaxValueLen {
-		return nil, tessera.Invalid("value", "value is at most %d bytes (compacted JSON)", MaxValueLen)
-	}
-	if p.IfVersion != nil && *p.IfVersion < 0 {
-		return nil, tessera.Invalid("if_version", "if_version must be ≥ 0")
-	}
 	return buf.Bytes(), nil
 }
 
@@ -81,9 +46,6 @@ func (p *PutRecordParams) value() (json.RawMessage, error) {
 // version. The answer is the new version without its value. With an
 // idempotency key, a repeat returns the first answer without writing.
 func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key string, p PutRecordParams, idemKey string) (*tessera.Record, error) {
-	if err := checkRecordName(bucket, key); err != nil {
-		return nil, err
-	}
 	value, err := p.value()
 	if err != nil {
 		return nil, err
@@ -159,9 +121,6 @@ func (s *Service) PutRecord(ctx context.Context, a *auth.Actor, ns, bucket, key 
 
 // GetRecord returns the head of bucket/key, or version when it is > 0.
 func (s *Service) GetRecord(ctx context.Context, a *auth.Actor, ns, bucket, key string, version int64) (*tessera.Record, error) {
-	if err := checkRecordName(bucket, key); err != nil {
-		return nil, err
-	}
 	if version < 0 {
 		return nil, tessera.Invalid("version", "version must be ≥ 1")
 	}
@@ -217,9 +176,6 @@ func cutPage(recs []tessera.Record, limit int) ([]tessera.Record, bool) {
 
 // RecordVersions lists the versions of bucket/key, newest first.
 func (s *Service) RecordVersions(ctx context.Context, a *auth.Actor, ns, bucket, key, cursor string, limit int) (*VersionPage, error) {
-	if err := checkRecordName(bucket, key); err != nil {
-		return nil, err
-	}
 	pos, limit, err := pageParams(cursor, limit)
 	if err != nil {
 		return nil, err
@@ -259,12 +215,6 @@ func (s *Service) RecordVersions(ctx context.Context, a *auth.Actor, ns, bucket,
 // ListRecords lists the heads of a bucket whose keys start with prefix,
 // ordered by key. A bucket never written lists empty.
 func (s *Service) ListRecords(ctx context.Context, a *auth.Actor, ns, bucket, prefix, cursor string, limit int) (*RecordPage, error) {
-	if err := checkBucket(bucket); err != nil {
-		return nil, err
-	}
-	if !prefixRE.MatchString(prefix) {
-		return nil, tessera.Invalid("prefix", "prefix must match %s", prefixRE)
-	}
 	after, limit, err := pageParams(cursor, limit)
 	if err != nil {
 		return nil, err
@@ -301,9 +251,6 @@ type BucketParams struct {
 
 // PutBucket creates a bucket or replaces its settings.
 func (s *Service) PutBucket(ctx context.Context, a *auth.Actor, ns, name string, p BucketParams) (*tessera.Bucket, error) {
-	if err := checkBucket(name); err != nil {
-		return nil, err
-	}
 	a, err := s.authorize(ctx, a, ns, ActBucketPut)
 	if err != nil {
 		return nil, err

@@ -199,20 +199,6 @@ func (s *Service) nextSteps(ns, key string) []NextStep {
 	}
 }
 
-// Authenticate resolves a bearer key for an adapter (HTTP, MCP) — §4's
-// edge check — and passes a session key's request through its quota
-// (SessionRequest): one path for every adapter.
-func (s *Service) Authenticate(ctx context.Context, bearer string) (*auth.Actor, error) {
-	a, err := s.auth.Authenticate(ctx, bearer)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.SessionRequest(ctx, a); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
 // BodyLimit is the byte limit of a request of actor a whose route allows
 // limit: a session key's requests are held to AnonymousBodyBytes.
 func BodyLimit(a *auth.Actor, limit int64) int64 {

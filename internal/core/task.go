@@ -5,12 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/ids"
@@ -37,11 +33,6 @@ const (
 	MaxRunAhead = 366 * 24 * time.Hour
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
-
-// ValidName reports whether s is a valid queue or label name.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
-
 // EnqueueParams is the body of POST /v1/tasks.
 type EnqueueParams struct {
 	Queue       string          `json:"queue,omitempty"`
@@ -55,57 +46,16 @@ type EnqueueParams struct {
 	RunAt       *time.Time      `json:"run_at,omitempty"`
 }
 
+// validate is what an enqueue's bounds (bounds.go, checked before the
+// core is called) cannot say: how far ahead of now run_at may be.
 func (p *EnqueueParams) validate(now time.Time) error {
 	if p.Queue == "" {
-		p.Queue = "default"
-	}
-	if !ValidName(p.Queue) {
-		return tessera.Invalid("queue", "queue must match %s", nameRE)
-	}
-	if p.Title == "" || len(p.Title) > MaxTitleLen {
-		return tessera.Invalid("title", "title is required, at most %d bytes", MaxTitleLen)
-	}
-	if hasControl(p.Title) {
-		return tessera.Invalid("title", "title is one line of text, without control characters")
-	}
-	if len(p.Brief) > MaxBriefLen {
-		return tessera.Invalid("brief", "brief is at most %d bytes", MaxBriefLen)
-	}
-	if err := checkJSON("payload", p.Payload, MaxPayloadLen); err != nil {
-		return err
-	}
-	if len(p.Labels) > MaxLabels {
-		return tessera.Invalid("labels", "at most %d labels", MaxLabels)
-	}
-	for _, l := range p.Labels {
-		if !ValidName(l) {
-			return tessera.Invalid("labels", "label %q must match %s", l, nameRE)
-		}
-	}
-	if p.Priority < -MaxPriority || p.Priority > MaxPriority {
-		return tessera.Invalid("priority", "priority must be within ±%d", MaxPriority)
-	}
-	if p.MaxAttempts != nil && (*p.MaxAttempts < 1 || *p.MaxAttempts > MaxMaxAttempts) {
-		return tessera.Invalid("max_attempts", "max_attempts must be 1–%d", MaxMaxAttempts)
+		p.Queue = DefaultQueue
 	}
 	if p.RunAt != nil && p.RunAt.After(now.Add(MaxRunAhead)) {
 		return tessera.Invalid("run_at", "run_at may be at most a year ahead")
 	}
 	return nil
-}
-
-// checkJSON bounds a JSON value; the decoder has already checked its syntax.
-func checkJSON(field string, v json.RawMessage, max int) error {
-	if len(v) > max {
-		return tessera.Invalid(field, "%s is at most %d bytes", field, max)
-	}
-	return nil
-}
-
-// hasControl reports whether s holds a control character (C0, DEL, C1):
-// names and titles are shown on one line, in logs and on the board.
-func hasControl(s string) bool {
-	return strings.ContainsFunc(s, unicode.IsControl)
 }
 
 func nullToNil(v json.RawMessage) json.RawMessage {
@@ -190,40 +140,12 @@ const MaxBatchTasks = 500
 // EnqueueBatchParams is the body of POST /v1/tasks/batch: each task as the
 // body of POST /v1/tasks.
 type EnqueueBatchParams struct {
-	Tasks []EnqueueParams `json:"tasks" doc:"1–500 tasks, each with the fields of a single enqueue (the body of POST /v1/tasks)"`
+	Tasks []EnqueueParams `json:"tasks"`
 }
 
 // TaskBatch is a batch enqueue's answer: its tasks in request order.
 type TaskBatch struct {
 	Tasks []tessera.Task `json:"tasks"`
-}
-
-func checkBatchSize(n int) error {
-	if n < 1 || n > MaxBatchTasks {
-		return tessera.Invalid("tasks", "a batch holds 1–%d tasks, not %d", MaxBatchTasks, n)
-	}
-	return nil
-}
-
-// DecodeBatch decodes a batch's tasks one at a time with decode, the
-// adapter's body rules, which hold only a body's top level to exact keys:
-// each task is then held to them as a single enqueue's body is, and a
-// fault is named by its place, tasks[i].field. The count is checked first,
-// so an oversized batch is refused before any of it is decoded.
-func DecodeBatch(tasks []json.RawMessage, decode func(body []byte, dst any) error) ([]EnqueueParams, error) {
-	if err := checkBatchSize(len(tasks)); err != nil {
-		return nil, err
-	}
-	out := make([]EnqueueParams, len(tasks))
-	for i, raw := range tasks {
-		if len(raw) == 0 || raw[0] != '{' {
-			return nil, inBatch(i, tessera.Invalid("", "a task is an object with the fields of POST /v1/tasks"))
-		}
-		if err := decode(raw, &out[i]); err != nil {
-			return nil, inBatch(i, err)
-		}
-	}
-	return out, nil
 }
 
 // inBatch names the batch task at index i in err's field and message.
@@ -254,9 +176,6 @@ func inBatch(i int, err error) error {
 func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, tasks []EnqueueParams, idemKey string) (*TaskBatch, error) {
 	a, err := s.authorize(ctx, a, ns, ActTaskEnqueueBatch)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkBatchSize(len(tasks)); err != nil {
 		return nil, err
 	}
 	// A repeat is compared with the request as sent; validation fills in
@@ -367,15 +286,6 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 	if err != nil {
 		return nil, err
 	}
-	if p.State != "" && !validState(p.State) {
-		return nil, tessera.Invalid("state", "unknown state %q", p.State)
-	}
-	if p.Queue != "" && !ValidName(p.Queue) {
-		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
-	}
-	if p.Label != "" && !ValidName(p.Label) {
-		return nil, tessera.Invalid("label", "label must match %s", nameRE)
-	}
 	before, limit, err := pageParams(p.Cursor, p.Limit)
 	if err != nil {
 		return nil, err
@@ -402,15 +312,6 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 		return nil
 	})
 	return page, err
-}
-
-func validState(st string) bool {
-	for _, v := range tessera.States {
-		if v == st {
-			return true
-		}
-	}
-	return false
 }
 
 // Counts returns task counts by queue and visible state.
@@ -544,9 +445,6 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 // AddNote appends a note for the task's lease holder. The producer side
 // (enqueue scope) and the holder itself may write notes.
 func (s *Service) AddNote(ctx context.Context, a *auth.Actor, ns, id, body string) (*tessera.TaskEvent, error) {
-	if body == "" || len(body) > MaxNoteLen || !utf8.ValidString(body) {
-		return nil, tessera.Invalid("body", "body is required, at most %d bytes", MaxNoteLen)
-	}
 	a, err := s.authorize(ctx, a, ns, ActTaskNote)
 	if err != nil {
 		return nil, err

@@ -28,8 +28,6 @@ type Config struct {
 	ClaimRate        float64
 	ClaimBurst       int
 	ClaimConcurrency int
-	// Rules bound the API description's schemas as the server does.
-	Rules Rules
 	// MCP describes the MCP endpoint.
 	MCP MCP
 	// Sessions are the anonymous demo sessions' limits.

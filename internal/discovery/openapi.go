@@ -3,18 +3,21 @@ package discovery
 import (
 	"cmp"
 	"encoding/json"
-	"iter"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tessera-dev/tessera/internal/input"
 )
 
 // Route describes one HTTP route for the API description. The HTTP adapter
-// builds these from the same table it registers handlers from, so a route
-// cannot be served without being described.
+// builds these from the operation table it registers handlers from, so a
+// route cannot be served without being described.
 type Route struct {
 	Method string
 	// Path is the main-namespace path, with {name} path parameters.
@@ -22,13 +25,15 @@ type Route struct {
 	// Namespaced routes also exist under /ns/{namespace}.
 	Namespaced bool
 	Summary    string
+	// Description says more, for the operation's entry.
+	Description string
 	// Auth is "key" (any valid key), "admin", "public" (no key), or an
 	// action scope the key needs besides the namespace grant.
 	Auth string
-	// In and Out are zero values of the request body and the success
-	// response; nil means none. A struct In of a GET route, or any field
-	// of In tagged `query:"name"`, describes query parameters instead.
-	In, Out any
+	// In is the input type (package input: its fields name where each
+	// comes from, and their bounds); Out the success response's type. Nil
+	// means none.
+	In, Out reflect.Type
 	// Status is the success status (200 if zero).
 	Status int
 	// RawBody marks a route whose body is raw bytes, not JSON; RawResponse
@@ -54,31 +59,6 @@ type Route struct {
 	JSONRPC bool
 }
 
-// Rules are the bounds the server enforces that Go types cannot say, as
-// JSON Schema keywords merged into the generated schemas: by the Go type
-// whose field (by JSON or query name) they bound, and by the name of a
-// path or query parameter that means the same on every route.
-type Rules struct {
-	Fields map[reflect.Type]map[string]map[string]any
-	Params map[string]map[string]any
-}
-
-// merge adds rule's keywords to schema (to its non-null branch when the
-// field is nullable) and returns it.
-func merge(schema, rule map[string]any) map[string]any {
-	if len(rule) == 0 {
-		return schema
-	}
-	target := schema
-	if alts, ok := schema["anyOf"].([]any); ok {
-		target = alts[0].(map[string]any)
-	}
-	for k, v := range rule {
-		target[k] = v
-	}
-	return schema
-}
-
 var (
 	rawJSON  = reflect.TypeFor[json.RawMessage]()
 	timeType = reflect.TypeFor[time.Time]()
@@ -86,20 +66,25 @@ var (
 )
 
 // schemas builds JSON Schema 2020-12 (as OpenAPI 3.1 uses it) from Go
-// types, collecting named structs as components under ref.
+// types, collecting named structs as components under ref. Input types
+// carry their bounds (package input), which become keywords.
 type schemas struct {
 	components map[string]any
 	// ref is the JSON pointer named structs are referred to under.
 	ref string
-	// describe, if set, gives the description of a field that has no doc
-	// tag, by its JSON name.
-	describe func(field string) string
-	rules    Rules
+	// terse describes the top level's shape only — each field's JSON
+	// type, no descriptions, nothing required, objects left open: the MCP
+	// output schemas, which a client validates results against and a model
+	// reads for their shape, and which every tools/list repeats.
+	terse bool
 }
 
 func (s *schemas) of(t reflect.Type) map[string]any {
+	if s.terse {
+		return shape(t)
+	}
 	if t == rawJSON {
-		return map[string]any{"description": "any JSON value"}
+		return map[string]any{}
 	}
 	if t == timeType {
 		return map[string]any{"type": "string", "format": "date-time"}
@@ -128,71 +113,110 @@ func (s *schemas) of(t reflect.Type) map[string]any {
 		name := componentName(t)
 		if _, ok := s.components[name]; !ok {
 			s.components[name] = map[string]any{} // placeholder stops recursion
-			s.components[name] = s.object(t)
+			s.components[name] = s.object(t, nil)
 		}
 		return map[string]any{"$ref": s.ref + name}
-	case reflect.Interface:
-		return map[string]any{}
 	}
 	return map[string]any{}
 }
 
-// fields yields a struct's fields as encoding/json sees them: embedded
-// structs flattened into their parent.
-func fields(t reflect.Type) iter.Seq[reflect.StructField] {
-	return func(yield func(reflect.StructField) bool) {
-		for f := range t.Fields() {
-			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				for inner := range fields(f.Type) {
-					if !yield(inner) {
-						return
-					}
-				}
-				continue
-			}
-			if !yield(f) {
-				return
-			}
-		}
+// shape is the JSON type of t alone, nothing of what is inside it: a terse
+// schema's fields, whose values a model reads in the result itself.
+func shape(t reflect.Type) map[string]any {
+	nullable := false
+	if t.Kind() == reflect.Pointer {
+		t, nullable = t.Elem(), true
 	}
+	var typ string
+	switch {
+	case t == rawJSON:
+		return map[string]any{}
+	case t == timeType || t.Kind() == reflect.String:
+		typ = "string"
+	case t.Kind() == reflect.Bool:
+		typ = "boolean"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		typ = "integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		typ = "number"
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		typ, nullable = "array", nullable || t.Kind() == reflect.Slice
+	case t.Kind() == reflect.Map:
+		typ, nullable = "object", true
+	case t.Kind() == reflect.Struct:
+		typ = "object"
+	default:
+		return map[string]any{}
+	}
+	if nullable {
+		return map[string]any{"type": []string{typ, "null"}}
+	}
+	return map[string]any{"type": typ}
 }
 
-// object describes a struct's JSON fields.
-func (s *schemas) object(t reflect.Type) map[string]any {
+// object describes a struct's JSON fields, those keep keeps (nil: all).
+func (s *schemas) object(t reflect.Type, keep func(*input.Field) bool) map[string]any {
 	props := map[string]any{}
 	var required []string
-	for f := range fields(t) {
-		if !f.IsExported() {
+	for _, f := range input.TypeOf(t).Fields {
+		if keep != nil && !keep(f) {
 			continue
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
+		props[f.Name] = s.field(f)
+		if f.Required {
+			required = append(required, f.Name)
 		}
-		if name == "" {
-			name = f.Name
-		}
-		prop := merge(s.of(f.Type), s.rules.Fields[t][name])
-		if doc := f.Tag.Get("doc"); doc != "" {
-			prop = withDescription(prop, doc)
-		} else if s.describe != nil {
-			if doc := s.describe(name); doc != "" {
-				prop = withDescription(prop, doc)
-			}
-		}
-		props[name] = prop
-		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
-			required = append(required, name)
-		}
+	}
+	o := map[string]any{"type": "object", "properties": props}
+	if s.terse {
+		return o
 	}
 	// The server refuses fields it does not know (SPEC §5) and sends none
 	// but these.
-	o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	o["additionalProperties"] = false
 	if len(required) > 0 {
 		sort.Strings(required)
 		o["required"] = required
 	}
 	return o
+}
+
+// field describes one field: its type, its bound's keywords, its doc.
+func (s *schemas) field(f *input.Field) map[string]any {
+	prop := s.of(f.Type)
+	if kw := f.Bound.Keywords(); len(kw) > 0 {
+		target := prop
+		if alts, ok := prop["anyOf"].([]any); ok {
+			target = alts[0].(map[string]any) // the non-null branch
+		}
+		if items, ok := kw["items"].(map[string]any); ok {
+			if inner, ok := target["items"].(map[string]any); ok {
+				maps.Copy(inner, items)
+			}
+			delete(kw, "items")
+		}
+		if !f.Required && f.Type.Kind() == reflect.String {
+			// An optional string left empty is absent (package input).
+			if p, ok := kw["pattern"].(string); ok {
+				kw["pattern"] = "^$|" + p
+			}
+			if e, ok := kw["enum"].([]string); ok {
+				kw["enum"] = append([]string{""}, e...)
+			}
+		}
+		maps.Copy(target, kw)
+	}
+	if s.terse {
+		return prop
+	}
+	doc := f.Doc()
+	if f.Type == rawJSON {
+		doc = strings.TrimPrefix(doc+"; "+f.Bound.JSONDoc(), "; ")
+	}
+	if doc == "" {
+		return prop
+	}
+	return withDescription(prop, doc)
 }
 
 // withDescription adds a description to a property schema. A reference is
@@ -227,33 +251,77 @@ func componentName(t reflect.Type) string {
 	return strings.ToUpper(pkg[:1]) + pkg[1:] + name
 }
 
-// queryParams lists the query parameters a GET route's In struct declares.
-func (s *schemas) queryParams(in any) []any {
-	if in == nil {
-		return nil
-	}
-	t := reflect.TypeOf(in)
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
+// params lists the path, query and header parameters of a route's input.
+func (s *schemas) params(in reflect.Type, path string) []any {
 	var out []any
-	for f := range fields(t) {
-		name := f.Tag.Get("query")
-		if name == "" {
-			continue
+	byName := map[string]*input.Field{}
+	var fields []*input.Field
+	if in != nil {
+		fields = input.TypeOf(in).Fields
+		for _, f := range fields {
+			byName[f.Name] = f
 		}
-		typ := "string"
-		if k := f.Type.Kind(); k >= reflect.Int && k <= reflect.Int64 {
-			typ = "integer"
+	}
+	for _, m := range paramRE.FindAllStringSubmatch(path, -1) {
+		p := map[string]any{"name": m[1], "in": "path", "required": true,
+			"description": "namespace name", "schema": map[string]any{"type": "string", "pattern": input.NamespaceFormat.Pattern}}
+		if f := byName[m[1]]; f != nil {
+			p["description"], p["schema"] = f.Doc(), s.param(f)
 		}
-		rule := s.rules.Fields[t][name]
-		if rule == nil {
-			rule = s.rules.Params[name]
+		out = append(out, p)
+	}
+	for _, f := range fields {
+		switch f.In {
+		case input.InQuery:
+			out = append(out, map[string]any{"name": f.Name, "in": "query", "required": false,
+				"description": f.Doc(), "schema": s.param(f)})
+		case input.InHeader:
+			out = append(out, map[string]any{"name": f.Header, "in": "header", "required": false,
+				"description": f.Doc(), "schema": s.param(f)})
 		}
-		out = append(out, map[string]any{"name": name, "in": "query", "required": false,
-			"description": f.Tag.Get("doc"), "schema": merge(map[string]any{"type": typ}, rule)})
 	}
 	return out
+}
+
+// param describes a parameter's value: a field's, never null nor empty (an
+// absent parameter is how a parameter says nothing).
+func (s *schemas) param(f *input.Field) map[string]any {
+	g := *f
+	g.Required = true // an empty parameter is no parameter: no "" to allow
+	if g.Type.Kind() == reflect.Pointer {
+		g.Type = g.Type.Elem()
+	}
+	return s.field(&g)
+}
+
+func isBody(f *input.Field) bool { return f.In == input.InBody }
+
+// body describes the body of a route whose input is t: the struct it
+// embeds when that holds every body field (a core type, by its name),
+// else the body fields themselves.
+func (s *schemas) body(t reflect.Type) map[string]any {
+	var names []string
+	for _, f := range input.TypeOf(t).Fields {
+		if isBody(f) {
+			names = append(names, f.Name)
+		}
+	}
+	for f := range t.Fields() {
+		if !f.Anonymous || f.Type.Kind() != reflect.Struct {
+			continue
+		}
+		var inner []string
+		for _, g := range input.TypeOf(f.Type).Fields {
+			inner = append(inner, g.Name)
+		}
+		if slices.Equal(inner, names) {
+			return s.of(f.Type)
+		}
+	}
+	if t.Kind() == reflect.Struct && len(names) == len(input.TypeOf(t).Fields) && t.Name() != "" && len(names) > 0 {
+		return s.of(t)
+	}
+	return s.object(t, isBody)
 }
 
 // errorStatuses are the failures every keyed route may answer, each with
@@ -273,7 +341,7 @@ var errorStatuses = map[string]string{
 // OpenAPI builds the OpenAPI 3.1 document of routes. Each route appears
 // under /v1 and again under /ns/{namespace}/v1.
 func OpenAPI(cfg Config, routes []Route, errorBody any) ([]byte, error) {
-	sc := &schemas{components: map[string]any{}, ref: "#/components/schemas/", rules: cfg.Rules}
+	sc := &schemas{components: map[string]any{}, ref: "#/components/schemas/"}
 	errRef := sc.of(reflect.TypeOf(errorBody))
 	paths := map[string]map[string]any{}
 	for _, r := range routes {
@@ -313,17 +381,10 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 		"summary":     r.Summary,
 		"operationId": operationID(r.Method, path),
 	}
-	var params []any
-	for _, m := range paramRE.FindAllStringSubmatch(path, -1) {
-		desc := "resource id"
-		if m[1] == "namespace" {
-			desc = "namespace name: ^[a-z0-9][a-z0-9-]{0,62}$"
-		}
-		params = append(params, map[string]any{"name": m[1], "in": "path", "required": true,
-			"description": desc, "schema": merge(map[string]any{"type": "string"}, sc.rules.Params[m[1]])})
+	if r.Description != "" {
+		op["description"] = r.Description
 	}
-	params = append(params, sc.queryParams(r.In)...)
-	if len(params) > 0 {
+	if params := sc.params(r.In, path); len(params) > 0 {
 		op["parameters"] = params
 	}
 	binary := map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
@@ -331,9 +392,9 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 	case r.RawBody:
 		// Any bytes, whatever they are labeled (or not).
 		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"*/*": binary}}
-	case r.In != nil && r.Method != "GET" && r.Method != "DELETE":
+	case r.In != nil && r.Method != "GET" && r.Method != "DELETE" && !r.JSONRPC:
 		op["requestBody"] = map[string]any{"required": false, "content": map[string]any{
-			"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.In))}}}
+			"application/json": map[string]any{"schema": sc.body(r.In)}}}
 	}
 	status := r.Status
 	if status == 0 {
@@ -344,7 +405,7 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 	case r.RawResponse:
 		ok["content"] = map[string]any{cmp.Or(r.RawType, "application/octet-stream"): binary}
 	case r.Out != nil:
-		content := map[string]any{"application/json": map[string]any{"schema": sc.of(reflect.TypeOf(r.Out))}}
+		content := map[string]any{"application/json": map[string]any{"schema": sc.of(r.Out)}}
 		if r.HTML {
 			content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
 		}
@@ -367,7 +428,7 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 		responses[code] = map[string]any{"description": desc, "content": errContent}
 	}
 	if r.JSONRPC {
-		msg := sc.of(reflect.TypeOf(r.In))
+		msg := sc.of(r.In)
 		batch := map[string]any{"application/json": map[string]any{"schema": map[string]any{
 			"anyOf": []any{msg, map[string]any{"type": "array", "items": msg}}}}}
 		op["requestBody"] = map[string]any{"required": true, "content": batch}

@@ -306,7 +306,7 @@ func TestBlobRawPolicySettings(t *testing.T) {
 	wantError(t, s.do("GET", "/ns/team/v1/blobs/"+m.SHA256, b, nil), 404, "not_found", "")
 	s.must(200, "GET", "/ns/team/v1/blobs/"+m.SHA256, a, nil)
 	wantError(t, s.do("PUT", "/v1/admin/namespaces/team/settings", adminKey, map[string]any{"raw_policy": "open"}), 400, "invalid_request", "raw_policy")
-	wantError(t, s.do("PUT", "/v1/admin/namespaces/Bad_NS/settings", adminKey, map[string]any{"raw_policy": "private"}), 400, "invalid_request", "namespace")
+	wantError(t, s.do("PUT", "/v1/admin/namespaces/Bad_NS/settings", adminKey, map[string]any{"raw_policy": "private"}), 400, "invalid_request", "ns")
 }
 
 // Reads honour Range (206) and If-None-Match (304).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -37,11 +38,8 @@ type boardGroup struct {
 	Tasks []core.BoardTask
 }
 
-func (s *Server) writeBoardPage(c *call, b *core.Board) error {
-	p := boardPage{Board: b, Refresh: boardRefresh}
-	if c.ns != tessera.MainNamespace {
-		p.Prefix = "/ns/" + c.ns
-	}
+func (s *Server) writeBoardPage(w http.ResponseWriter, ns string, b *core.Board) error {
+	p := boardPage{Board: b, Refresh: boardRefresh, Prefix: ops.NamespacePrefix(ns)}
 	for _, st := range boardStates {
 		if ts := b.Tasks[st]; len(ts) > 0 {
 			p.Groups = append(p.Groups, boardGroup{State: st, Tasks: ts})
@@ -55,14 +53,14 @@ func (s *Server) writeBoardPage(c *call, b *core.Board) error {
 	if err := boardTmpl.Execute(&buf, p); err != nil {
 		return err
 	}
-	h := c.w.Header()
+	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	// No script runs here, and nothing loads from elsewhere.
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	c.w.WriteHeader(http.StatusOK)
-	_, err := buf.WriteTo(c.w)
+	w.WriteHeader(http.StatusOK)
+	_, err := buf.WriteTo(w)
 	return err
 }
 

@@ -194,7 +194,7 @@ func TestMetrics(t *testing.T) {
 	body := string(r.Body)
 	for _, want := range []string{
 		"# TYPE tessera_storage_rows_written_total counter",
-		`tessera_http_requests_total{route="POST /tasks",status="201"} 1`,
+		`tessera_http_requests_total{route="POST /v1/tasks",status="201"} 1`,
 		`tessera_http_requests_total{route="GET /metrics",status="403"} 1`,
 		"tessera_storage_rows_written_today ",
 	} {

@@ -10,22 +10,22 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/mcp"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // mountMCP serves the MCP endpoint (SPEC §11) behind this adapter's edge:
 // the byte limit of ServeHTTP, the Origin check, and the key parse of every
-// route. The MCP layer borrows the body decoder and the status table, so
-// both transports answer a failure alike.
+// route. Its tools run through the same operations as the routes.
 func (s *Server) mountMCP() {
-	s.mcp = mcp.New(s.core, mcp.Edge{Decode: DecodeJSON, Status: statusOf},
-		mcp.Config{PublicURL: strings.TrimRight(s.cfg.PublicURL, "/"), Version: s.cfg.Version})
+	s.mcp = mcp.New(s.exec, mcp.Config{PublicURL: strings.TrimRight(s.cfg.PublicURL, "/"), Version: s.cfg.Version})
 	s.handle("POST /mcp", http.HandlerFunc(s.serveMCP))
 	// The stateless transport has no GET stream and no session to DELETE.
 	s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, s.log, tessera.Errorf(tessera.CodeMethodNotAllowed,
+		writeError(w, tessera.Errorf(tessera.CodeMethodNotAllowed,
 			"the MCP endpoint answers POST only: this server is stateless, with no SSE stream and no session"))
 	})
 }
@@ -35,17 +35,17 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		rec.route = "POST /mcp"
 	}
 	if !s.originAllowed(r.Header.Get("Origin")) {
-		writeError(w, s.log, tessera.Errorf(tessera.CodeForbidden, "Origin %q is neither this server's public origin nor a loopback origin", r.Header.Get("Origin")))
+		writeError(w, tessera.Errorf(tessera.CodeForbidden, "Origin %q is neither this server's public origin nor a loopback origin", input.Clip(r.Header.Get("Origin"))))
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, s.log, tooLarge())
+			writeError(w, tessera.Errorf(tessera.CodePayloadTooLarge, "the request body is over %d bytes", mbe.Limit))
 			return
 		}
-		writeError(w, s.log, tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body"))
+		writeError(w, tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body"))
 		return
 	}
 	answer, op, err := s.mcp.Serve(r.Context(), mcp.Request{Header: r.Header, Body: body,
@@ -58,7 +58,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return a, err
 		}})
 	if err != nil {
-		writeError(w, s.log, err)
+		writeError(w, ops.Fault(err))
 		s.core.Count("", tessera.MainNamespace, op, string(tessera.ErrorCode(err)))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -20,17 +21,16 @@ import (
 // claim wait, queue depths and lease state, run ends and dead tasks,
 // storage rows and the allowance, and the Go and process collectors.
 type serverMetrics struct {
-	registry  *prometheus.Registry
-	requests  *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	claimWait *prometheus.HistogramVec
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
 // requestBuckets reach past the long-polls (claims wait up to 20 s,
 // claim events 30 s).
 var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30}
 
-func newServerMetrics(svc *core.Service) *serverMetrics {
+func newServerMetrics(svc *core.Service, exec *ops.Exec) *serverMetrics {
 	m := &serverMetrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -40,13 +40,10 @@ func newServerMetrics(svc *core.Service) *serverMetrics {
 			Name: "tessera_http_request_duration_seconds", Help: "Time to serve an HTTP request, by route; long-polls included.",
 			Buckets: requestBuckets,
 		}, []string{"route"}),
-		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "tessera_claim_wait_seconds", Help: "How long a claim waited (admission and long-poll) before it was granted or answered empty.",
-			Buckets: requestBuckets,
-		}, []string{"outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.claimWait, coreCollector{svc},
+	m.registry.MustRegister(m.requests, m.latency, coreCollector{svc},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(exec.Collectors()...)
 	return m
 }
 
@@ -56,11 +53,6 @@ func (m *serverMetrics) observe(route string, status int, d time.Duration) {
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
-}
-
-// observeClaim records a claim's wait; outcome is granted or empty.
-func (m *serverMetrics) observeClaim(outcome string, d time.Duration) {
-	m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
 // metrics serves the Prometheus text format. It needs an admin key unless
@@ -73,13 +65,13 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	// tenant's data and would otherwise fill the audit trail.
 	principal := ""
 	if !s.cfg.MetricsPublic {
-		c := &call{w: w, r: r, ns: tessera.MainNamespace, ctx: r.Context()}
-		err := s.edge(c, route{op: core.ActMetrics})
-		if c.actor != nil {
-			principal = c.actor.Principal.ID
+		a, err := s.authenticate(r)
+		if err == nil {
+			principal = a.Principal.ID
+			err = core.NeedOf(core.ActMetrics).Check(a, tessera.MainNamespace)
 		}
 		if err != nil {
-			writeError(w, s.log, err)
+			writeError(w, ops.Fault(err))
 			s.core.Count(principal, tessera.MainNamespace, core.ActMetrics, string(tessera.ErrorCode(err)))
 			return
 		}

@@ -82,8 +82,8 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		`tessera_runs_ended_total{namespace="main",outcome="succeeded",queue="q"}`: 1,
 		`tessera_runs_ended_total{namespace="main",outcome="failed",queue="q"}`:    1,
 		`tessera_tasks_dead_total{namespace="main",outcome="failed",queue="q"}`:    1,
-		`tessera_http_requests_total{route="POST /tasks",status="201"}`:            6,
-		`tessera_http_request_duration_seconds_count{route="POST /tasks"}`:         6,
+		`tessera_http_requests_total{route="POST /v1/tasks",status="201"}`:         6,
+		`tessera_http_request_duration_seconds_count{route="POST /v1/tasks"}`:      6,
 		`tessera_claim_wait_seconds_count{outcome="granted"}`:                      4,
 		`tessera_storage_allowance_rows{kind="written"}`:                           0,
 		`tessera_queue_metrics_error`:                                              0,
@@ -100,7 +100,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if written, _ := s.Meter.Lifetime(); m["tessera_storage_rows_written_total"] != float64(written) {
 		t.Errorf("rows written %v, the meter says %d", m["tessera_storage_rows_written_total"], written)
 	}
-	for _, family := range []string{"go_goroutines", "process_resident_memory_bytes", `tessera_http_request_duration_seconds_bucket{route="POST /tasks",le="+Inf"}`} {
+	for _, family := range []string{"go_goroutines", "process_resident_memory_bytes", `tessera_http_request_duration_seconds_bucket{route="POST /v1/tasks",le="+Inf"}`} {
 		if _, ok := m[family]; !ok {
 			t.Errorf("no %s", family)
 		}

@@ -153,7 +153,7 @@ func TestNamespacePurge(t *testing.T) {
 
 	wantError(t, s.do("DELETE", "/v1/admin/namespaces/doomed", key, nil), 403, "forbidden", "")
 	wantError(t, s.do("DELETE", "/v1/admin/namespaces/main", adminKey, nil), 409, "invalid_state", "")
-	wantError(t, s.do("DELETE", "/v1/admin/namespaces/Bad_Name", adminKey, nil), 400, "invalid_request", "namespace")
+	wantError(t, s.do("DELETE", "/v1/admin/namespaces/Bad_Name", adminKey, nil), 400, "invalid_request", "ns")
 
 	var purged core.Purged
 	s.must(200, "DELETE", "/v1/admin/namespaces/doomed", adminKey, nil).decode(t, &purged)

@@ -78,12 +78,12 @@ func (m *meteredAPI) do(t *testing.T, path, key string, headers ...string) meter
 	found := false
 	sc := bufio.NewScanner(bytes.NewReader(m.b.Bytes()))
 	for sc.Scan() {
-		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line.Msg == "request" {
+		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line.Msg == "op" {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("GET %s: no request log line in %s", path, m.b.String())
+		t.Fatalf("GET %s: no operation log line in %s", path, m.b.String())
 	}
 	res := &response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 	return meteredResponse{response: res, Read: line.RowsRead, Written: line.RowsWritten}

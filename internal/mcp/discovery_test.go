@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"encoding/json"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"strings"
 	"testing"
 )
@@ -39,7 +40,7 @@ func TestDiscoveryAdvertisesMCP(t *testing.T) {
 	const url = "http://127.0.0.1:8787/mcp"
 	srv := connect.MCP.ClientConfig.MCPServers["tessera"]
 	if connect.MCPURL != url || connect.MCP.URL != url || len(connect.MCP.ProtocolVersions) != 4 || !connect.MCP.Batches ||
-		len(connect.MCP.Tools) != 19 || srv.URL != url || srv.Type != "http" || srv.Headers["Authorization"] != "Bearer tsk_<id>_<secret>" {
+		len(connect.MCP.Tools) != len(ops.Tools()) || srv.URL != url || srv.Type != "http" || srv.Headers["Authorization"] != "Bearer tsk_<id>_<secret>" {
 		t.Fatalf("connect.json: %+v", connect)
 	}
 	config := `"mcpServers": {`

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"net/http"
 	"testing"
 	"time"
@@ -115,8 +116,8 @@ func (w *goWorker) listTools() {
 		}
 		w.schemas[tool.Name] = resolved
 	}
-	if len(w.schemas) != 19 {
-		w.t.Fatalf("%d tools listed, want 19", len(w.schemas))
+	if len(w.schemas) != len(ops.Tools()) {
+		w.t.Fatalf("%d tools listed, want %d", len(w.schemas), len(ops.Tools()))
 	}
 }
 

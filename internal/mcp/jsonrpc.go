@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 	"unicode/utf8"
+
+	"github.com/tessera-dev/tessera/internal/input"
 )
 
 // JSON-RPC 2.0 error codes, and the ones MCP 2026-07-28 reserves.
@@ -118,9 +120,17 @@ func DecodeBody(body []byte) (msgs []Message, batch bool, err *Error) {
 // decodeMessage checks one message against JSON-RPC 2.0 as MCP narrows it:
 // ids are strings or integers (never null), params an object.
 func decodeMessage(raw json.RawMessage) Message {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+	if len(raw) == 0 || raw[0] != '{' {
 		return Message{Bad: rpcErr(CodeInvalidRequest, http.StatusBadRequest, "a JSON-RPC message is an object")}
+	}
+	// A member given twice would be read as its last copy by some readers
+	// and its first by others: refused, as in every request body.
+	fields := map[string]json.RawMessage{}
+	if err := input.Members(raw, func(name string, v json.RawMessage) error {
+		fields[name] = v
+		return nil
+	}); err != nil {
+		return Message{Bad: rpcErr(CodeInvalidRequest, http.StatusBadRequest, "a JSON-RPC message is an object whose members are given once: %v", err)}
 	}
 	var m Message
 	if id, ok := fields["id"]; ok {
@@ -133,7 +143,7 @@ func decodeMessage(raw json.RawMessage) Message {
 		switch name {
 		case "jsonrpc", "id", "method", "params", "result", "error":
 		default:
-			return bad(m, "unknown member %q", name)
+			return bad(m, "unknown member %q", input.Clip(name))
 		}
 	}
 	if v := fields["jsonrpc"]; string(v) != `"2.0"` {

@@ -1,10 +1,9 @@
 // Package mcp is Tessera's MCP (Model Context Protocol) adapter: the
 // JSON-RPC 2.0 layer of POST /mcp on every served revision (the stateless
-// 2026-07-28 and the 2025 handshake revisions), batches, and the tool table
-// whose tools call the same core methods as the HTTP handlers. It knows no
-// SQL and no business rule; the HTTP adapter mounts it behind its edge
-// (byte limit, Origin, key) and lends it its request decoder and its error
-// status table, so every rule lives in one place.
+// 2026-07-28 and the 2025 handshake revisions), batches, and the tools —
+// the operations of package ops that are tools, listed from the one table
+// and run through its one admission path. It knows no SQL and no business
+// rule; the HTTP adapter mounts it behind its edge (byte limit, Origin).
 package mcp
 
 import (
@@ -12,10 +11,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
-	"github.com/tessera-dev/tessera/internal/tessera"
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/ops"
 )
 
 // Protocol revisions, newest first. 2026-07-28 is stateless (per-request
@@ -41,16 +42,6 @@ const (
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 )
 
-// Edge is what the HTTP adapter lends this layer, so that request decoding
-// and the error-code → status table exist once for both transports.
-type Edge struct {
-	// Decode reads a JSON body into dst under the API's rules (bounded
-	// nesting, no unknown or repeated fields, valid UTF-8).
-	Decode func(body []byte, dst any) error
-	// Status is the HTTP status the API answers an error code with.
-	Status func(tessera.Code) int
-}
-
 // Config is what the endpoint tells clients about itself.
 type Config struct {
 	// PublicURL is the server's base URL, without a trailing slash.
@@ -60,22 +51,17 @@ type Config struct {
 
 // Endpoint serves POST /mcp.
 type Endpoint struct {
-	core   *core.Service
-	edge   Edge
-	cfg    Config
-	tools  []*tool
-	byName map[string]*tool
+	exec *ops.Exec
+	cfg  Config
 	// listed is the tool list as tools/list answers it.
 	listed []toolListing
 }
 
-// New returns the endpoint over svc.
-func New(svc *core.Service, edge Edge, cfg Config) *Endpoint {
-	e := &Endpoint{core: svc, edge: edge, cfg: cfg, byName: map[string]*tool{}}
-	e.tools = e.toolTable()
-	for _, t := range e.tools {
-		e.byName[t.name] = t
-		e.listed = append(e.listed, t.listing())
+// New returns the endpoint running its tools on exec.
+func New(exec *ops.Exec, cfg Config) *Endpoint {
+	e := &Endpoint{exec: exec, cfg: cfg}
+	for _, o := range ops.Tools() {
+		e.listed = append(e.listed, listing(o))
 	}
 	return e
 }
@@ -85,9 +71,12 @@ func New(svc *core.Service, edge Edge, cfg Config) *Endpoint {
 type Request struct {
 	Header http.Header
 	Body   []byte
-	// Authenticate resolves the request's key: the HTTP edge's first step.
-	// It is called at most once, and only when a message calls a tool that
-	// needs a key, so storage-free methods never look a key up.
+	// Authenticate resolves the request's key, and holds the body to that
+	// key's byte limit: the HTTP edge's first step. It is called at most
+	// once, and only when a message calls a tool that needs a key, so
+	// storage-free methods never look a key up. Each call then passes the
+	// rest of the admission on its own (ops.Exec.Do): a batch of N calls
+	// spends N of a session's requests.
 	Authenticate func() (*auth.Actor, error)
 }
 
@@ -98,8 +87,9 @@ type Answer struct {
 }
 
 // Serve answers one request. An error means the request was refused before
-// any JSON-RPC work (a missing or bad key): the HTTP adapter answers it
-// with its own error body, and counts it under op.
+// any JSON-RPC work (a missing or bad key, a body over the key's limit):
+// the HTTP adapter answers it with its own error body, and counts it under
+// op.
 func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op string, err error) {
 	msgs, batch, bad := DecodeBody(r.Body)
 	if bad != nil {
@@ -120,16 +110,19 @@ func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op str
 	}
 	var actor *auth.Actor
 	for i := range msgs {
-		if t := e.keyedTool(&msgs[i]); t != nil {
+		if o := keyedTool(&msgs[i]); o != nil {
 			if actor, err = r.Authenticate(); err != nil {
-				return nil, t.op, err
+				return nil, o.Name, err
 			}
 			break
 		}
 	}
+	// The calls of one request share one long-poll budget: a batch of
+	// long-polls holds its connection no longer than one call may.
+	budget := ops.NewBudget(core.MaxEventsWait * time.Second)
 	var out []*response
 	for i := range msgs {
-		c := &call{msg: &msgs[i], actor: actor, headerVersion: headerVersion}
+		c := &call{msg: &msgs[i], actor: actor, headerVersion: headerVersion, budget: budget}
 		if !batch {
 			c.header = r.Header
 		}
@@ -163,13 +156,14 @@ func single(res *response, status int) *Answer {
 }
 
 func unsupportedVersion(requested string) *Error {
+	requested = input.Clip(requested)
 	e := rpcErr(CodeUnsupportedVersion, http.StatusBadRequest, "Unsupported protocol version %q; this server speaks %v", requested, Versions)
 	e.Data = map[string]any{"supported": Versions, "requested": requested}
 	return e
 }
 
-// keyedTool returns the tool msg calls if that tool needs a key.
-func (e *Endpoint) keyedTool(msg *Message) *tool {
+// keyedTool returns the operation msg calls if it needs a key.
+func keyedTool(msg *Message) *ops.Op {
 	if !msg.IsCall() || msg.Bad != nil || msg.Method != "tools/call" {
 		return nil
 	}
@@ -179,8 +173,8 @@ func (e *Endpoint) keyedTool(msg *Message) *tool {
 	if json.Unmarshal(msg.Params, &p) != nil {
 		return nil
 	}
-	if t := e.byName[p.Name]; t != nil && !t.keyless {
-		return t
+	if o := ops.ByTool(p.Name); o != nil && !o.Keyless() {
+		return o
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/ops"
 )
 
 // call is one message on its way through the endpoint.
@@ -22,6 +24,8 @@ type call struct {
 	header http.Header
 	// modern is set once the message is known to be on the 2026-07-28 lane.
 	modern bool
+	// budget is the long-poll time left to the request's calls.
+	budget *ops.Budget
 }
 
 // requestMeta is the part of any request's params this layer reads before
@@ -82,7 +86,7 @@ func (e *Endpoint) checkLane(c *call) *Error {
 		return unsupportedVersion(metaVersion)
 	case metaVersion != c.headerVersion:
 		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: MCP-Protocol-Version %q does not match _meta %s %q",
-			c.headerVersion, metaProtocolVersion, metaVersion)
+			input.Clip(c.headerVersion), metaProtocolVersion, input.Clip(metaVersion))
 	}
 	if metaVersion != Version20260728 {
 		return nil
@@ -106,7 +110,7 @@ func checkStandardHeaders(c *call) *Error {
 		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: a %s request carries an Mcp-Method header", Version20260728)
 	}
 	if hasMethod && method != c.msg.Method {
-		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: Mcp-Method header value %q does not match body value %q", method, c.msg.Method)
+		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: Mcp-Method header value %q does not match body value %q", input.Clip(method), input.Clip(c.msg.Method))
 	}
 	if c.msg.Method != "tools/call" {
 		return nil
@@ -124,7 +128,7 @@ func checkStandardHeaders(c *call) *Error {
 	}
 	name, ok := decodeHeaderValue(names[0])
 	if !ok || name != p.Name {
-		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: Mcp-Name header value %q does not match body value %q", names[0], p.Name)
+		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: Mcp-Name header value %q does not match body value %q", input.Clip(names[0]), input.Clip(p.Name))
 	}
 	return nil
 }
@@ -209,7 +213,7 @@ func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 			Capabilities      map[string]any `json:"capabilities"`
 			ServerInfo        implementation `json:"serverInfo"`
 			Instructions      string         `json:"instructions"`
-		}{e.meta(c), e.cache(c), Versions, capabilities, e.serverInfo(), Instructions}, nil
+		}{e.meta(c), e.cache(c), Versions, capabilities, e.serverInfo(), ops.Instructions}, nil
 	case "tools/list":
 		var p struct {
 			Cursor string `json:"cursor"`
@@ -228,7 +232,7 @@ func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 	case "tools/call":
 		return e.callTool(ctx, c)
 	}
-	return nil, rpcErr(CodeMethodNotFound, 0, "method %q not found; this server offers initialize, ping, server/discover, tools/list and tools/call", c.msg.Method)
+	return nil, rpcErr(CodeMethodNotFound, 0, "method %q not found; this server offers initialize, ping, server/discover, tools/list and tools/call", input.Clip(c.msg.Method))
 }
 
 func (e *Endpoint) initialize(c *call) (any, *Error) {
@@ -247,5 +251,5 @@ func (e *Endpoint) initialize(c *call) (any, *Error) {
 		Capabilities    map[string]any `json:"capabilities"`
 		ServerInfo      implementation `json:"serverInfo"`
 		Instructions    string         `json:"instructions"`
-	}{version, capabilities, e.serverInfo(), Instructions}, nil
+	}{version, capabilities, e.serverInfo(), ops.Instructions}, nil
 }

@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,7 +69,7 @@ func TestTypeScriptSDKWorkerLoop(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, tc.script)
 			cmd.Dir = nodeDir
-			cmd.Env = append(os.Environ(), "TESSERA_MCP_URL="+s.URL+"/mcp", "TESSERA_KEY="+key)
+			cmd.Env = append(os.Environ(), "TESSERA_MCP_URL="+s.URL+"/mcp", "TESSERA_KEY="+key, fmt.Sprintf("TESSERA_TOOLS=%d", len(ops.Tools())))
 			out, err := cmd.Output()
 			if err != nil {
 				var stderr []byte
@@ -82,7 +84,7 @@ func TestTypeScriptSDKWorkerLoop(t *testing.T) {
 				t.Fatalf("%s printed no report: %s", tc.script, out)
 			}
 			want := []string{"enqueue_task", "claim_task", "heartbeat", "write_record", "submit_task", "claim_task", "heartbeat"}
-			if r.Client != tc.client || r.ProtocolVersion != tc.version || r.Tools != 19 || !slices.Equal(r.Validated, want) || r.State != "succeeded" || r.Task == "" {
+			if r.Client != tc.client || r.ProtocolVersion != tc.version || r.Tools != len(ops.Tools()) || !slices.Equal(r.Validated, want) || r.State != "succeeded" || r.Task == "" {
 				t.Fatalf("%s: %+v", tc.script, r)
 			}
 		})

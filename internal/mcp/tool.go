@@ -3,14 +3,11 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"math"
-	"reflect"
-	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
-	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/discovery"
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -24,66 +21,6 @@ type annotations struct {
 	OpenWorldHint   bool   `json:"openWorldHint"`
 }
 
-// tool is one entry of the tool table.
-type tool struct {
-	name, title, description string
-	// keyless tools answer from configuration alone, with or without a
-	// key, and never look one up.
-	keyless bool
-	// op names the operation in audit events and counters — the HTTP
-	// route's, so a failure is counted the same way over both transports —
-	// and what the key is checked against (core.NeedOf), as for the route.
-	op string
-	// readOnly, destructive and idempotent are the honest hints.
-	readOnly, destructive, idempotent bool
-	// args and out are zero values of the arguments and of the success
-	// result, for the input and output schemas. args defaults to what the
-	// handler decodes; an entry sets it when it decodes in two steps.
-	args, out any
-	run       func(ctx context.Context, c *toolCall) (any, error)
-}
-
-// toolCall is one tools/call on its way to the core.
-type toolCall struct {
-	actor *auth.Actor
-	ns    string
-	args  json.RawMessage
-	edge  Edge
-}
-
-// decode reads the arguments into dst with the HTTP API's body rules.
-func (c *toolCall) decode(dst any) error { return c.edge.Decode(c.args, dst) }
-
-// toolFunc adapts a handler of typed arguments A to the table, and records
-// A for the input schema unless the entry describes its arguments itself.
-func toolFunc[A any](t tool, fn func(ctx context.Context, c *toolCall, a *A) (any, error)) *tool {
-	if t.args == nil {
-		var zero A
-		t.args = zero
-	}
-	t.run = func(ctx context.Context, c *toolCall) (any, error) {
-		var a A
-		if err := c.decode(&a); err != nil {
-			return nil, err
-		}
-		if ch, ok := any(&a).(checker); ok {
-			if err := ch.check(); err != nil {
-				return nil, err
-			}
-		}
-		return fn(ctx, c, &a)
-	}
-	return &t
-}
-
-// checker is an argument struct with a check beyond decoding.
-type checker interface{ check() error }
-
-// nsArg is the namespace every tool takes.
-type nsArg struct {
-	Namespace string `json:"namespace,omitempty"`
-}
-
 // toolListing is a tool as tools/list shows it.
 type toolListing struct {
 	Name         string         `json:"name"`
@@ -94,38 +31,46 @@ type toolListing struct {
 	Annotations  annotations    `json:"annotations"`
 }
 
-func (t *tool) listing() toolListing {
-	return toolListing{Name: t.name, Title: t.title, Description: t.description,
-		InputSchema: inputSchema(t.args), OutputSchema: outputSchema(t.out),
-		Annotations: annotations{Title: t.title, ReadOnlyHint: t.readOnly, DestructiveHint: t.destructive,
-			IdempotentHint: t.idempotent || t.readOnly}}
+// takesNamespace reports whether a tool acts in a namespace, and so takes
+// the namespace argument.
+func takesNamespace(o *ops.Op) bool { return o.Need().Grant }
+
+// namespaceDoc describes the namespace argument.
+const namespaceDoc = `the namespace to act in (default "main"); your key needs a grant for it`
+
+// listing describes an operation's tool: its input schema from the input
+// type (every field is an argument, with its bounds), and a terse output
+// schema — the result's shape, or the error every tool may answer.
+func listing(o *ops.Op) toolListing {
+	in := discovery.NewSchemaSet(false)
+	inSchema := in.Object(o.In)
+	if takesNamespace(o) {
+		inSchema["properties"].(map[string]any)["namespace"] = map[string]any{"type": "string",
+			"pattern": input.NamespaceFormat.Pattern, "maxLength": 63, "description": namespaceDoc}
+	}
+	if defs := in.Defs(); len(defs) > 0 {
+		inSchema["$defs"] = defs
+	}
+	out := discovery.NewSchemaSet(true)
+	result := map[string]any{"type": "object"}
+	if t := o.Tool.ResultType(o); t != nil {
+		result = out.Object(t)
+	}
+	outSchema := map[string]any{"type": "object", "anyOf": []any{result, problemSchema}}
+	if defs := out.Defs(); len(defs) > 0 {
+		outSchema["$defs"] = defs
+	}
+	t := o.Tool
+	return toolListing{Name: t.Name, Title: t.Title, Description: o.Description,
+		InputSchema: inSchema, OutputSchema: outSchema,
+		Annotations: annotations{Title: t.Title, ReadOnlyHint: t.ReadOnly, DestructiveHint: t.Destructive,
+			IdempotentHint: t.Idempotent || t.ReadOnly}}
 }
 
-// inputSchema describes a tool's arguments; unknown fields are refused,
-// as in HTTP bodies.
-func inputSchema(args any) map[string]any {
-	set := discovery.NewSchemaSet(fieldDoc)
-	s := set.Object(reflect.TypeOf(args))
-	s["additionalProperties"] = false
-	if defs := set.Defs(); len(defs) > 0 {
-		s["$defs"] = defs
-	}
-	return s
-}
-
-// outputSchema describes a tool's structured result: its success value,
-// or the error of a result with isError set — clients validate both.
-func outputSchema(out any) map[string]any {
-	set := discovery.NewSchemaSet(nil)
-	s := map[string]any{
-		"type":  "object",
-		"anyOf": []any{set.Object(reflect.TypeOf(out)), set.Object(reflect.TypeFor[ToolError]())},
-	}
-	if defs := set.Defs(); len(defs) > 0 {
-		s["$defs"] = defs
-	}
-	return s
-}
+// problemSchema is the result of a tool that failed (ops.Problem), as
+// little as tells it from a success.
+var problemSchema = map[string]any{"required": []string{"status", "code", "message"},
+	"properties": map[string]any{"status": map[string]any{"type": "integer"}, "code": map[string]any{"type": "string"}}}
 
 // content is a tool result's text block.
 type content struct {
@@ -142,79 +87,85 @@ type callResult struct {
 	IsError           bool      `json:"isError,omitempty"`
 }
 
-// ToolError is the structured content of a tool result with isError set:
-// the status and code the HTTP API answers the same failure with.
-type ToolError struct {
-	Status     int        `json:"status" doc:"the HTTP status the API gives this failure"`
-	Code       string     `json:"code" doc:"the API error code, e.g. lease_lost or storage_quota_exhausted"`
-	Message    string     `json:"message" doc:"what went wrong, for a person or a model"`
-	Field      string     `json:"field,omitempty" doc:"the argument at fault, for invalid_request"`
-	RetryAfter int        `json:"retry_after,omitempty" doc:"seconds to wait before trying again"`
-	ResetAt    *time.Time `json:"reset_at,omitempty" doc:"when the storage allowance is expected to reset"`
-}
-
+// callTool runs one tools/call through the operation's one admission path
+// (ops.Exec.Do), and answers its outcome as a tool result: the output, or
+// the API's error as a result with isError (SPEC §11).
 func (e *Endpoint) callTool(ctx context.Context, c *call) (any, *Error) {
-	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if json.Unmarshal(c.msg.Params, &p) != nil || p.Name == "" {
+	var name string
+	var args json.RawMessage
+	err := input.Members(c.msg.Params, func(member string, v json.RawMessage) error {
+		switch member {
+		case "name":
+			return json.Unmarshal(v, &name)
+		case "arguments":
+			args = v
+		}
+		return nil
+	})
+	if err != nil || name == "" {
 		return nil, rpcErr(CodeInvalidParams, 0, "tools/call needs params.name, a string, and params.arguments, an object")
 	}
-	t := e.byName[p.Name]
-	if t == nil {
-		return nil, rpcErr(CodeInvalidParams, 0, "unknown tool %q; tools/list names them", p.Name)
+	o := ops.ByTool(name)
+	if o == nil {
+		return nil, rpcErr(CodeInvalidParams, 0, "unknown tool %q; tools/list names them", input.Clip(name))
 	}
-	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	if args[0] != '{' {
 		return nil, rpcErr(CodeInvalidParams, 0, "params.arguments must be an object")
 	}
-	tc := &toolCall{actor: c.actor, args: args, edge: e.edge, ns: tessera.MainNamespace}
-	out, err := e.runTool(ctx, t, tc)
-	if err != nil {
-		e.count(t, tc, err)
-		return e.errorResult(c, err), nil
+	ns, nsErr := namespaceOf(o, args)
+	res := e.exec.Do(ctx, o, ops.Request{Transport: "mcp", NS: ns, Keyed: c.actor != nil, Budget: c.budget,
+		Authenticate: func() (*auth.Actor, error) {
+			if c.actor == nil {
+				return nil, tessera.ErrUnauthorized
+			}
+			return c.actor, nil
+		},
+		Bind: func(in any, _ *auth.Actor) error {
+			if nsErr != nil {
+				return nsErr
+			}
+			return input.Decode(args, in, input.Options{All: true, Extra: func(member string, _ json.RawMessage) bool {
+				return member == "namespace" && takesNamespace(o)
+			}})
+		}})
+	if res.Err != nil {
+		return e.result(c, ops.ProblemOf(res.Err, res.Status), true), nil
+	}
+	out := res.Out
+	if o.Tool.Present != nil {
+		if out, err = o.Tool.Present(res.Call, out); err != nil {
+			f := ops.Fault(err)
+			return e.result(c, ops.ProblemOf(f, ops.Status(f.Code)), true), nil
+		}
+	}
+	if out == nil {
+		out = struct{}{}
 	}
 	return e.result(c, out, false), nil
 }
 
-// runTool is the edge of SPEC §4 for one call, then the tool: the
-// namespace, then the grant and scope the operation needs (the core's
-// table, which the HTTP edge checks too), before anything else of the call
-// is looked at (the key was checked for the whole request).
-func (e *Endpoint) runTool(ctx context.Context, t *tool, c *toolCall) (any, error) {
+// namespaceOf reads the namespace argument of a tool that takes one (main
+// when absent); a namespace that is not a string is refused when the call
+// binds its input, after the key is checked.
+func namespaceOf(o *ops.Op, args json.RawMessage) (string, error) {
+	if !takesNamespace(o) {
+		return tessera.MainNamespace, nil
+	}
 	var peek struct {
 		Namespace json.RawMessage `json:"namespace"`
 	}
-	_ = json.Unmarshal(c.args, &peek)
-	if peek.Namespace != nil && string(peek.Namespace) != "null" {
-		if json.Unmarshal(peek.Namespace, &c.ns) != nil || !tessera.ValidNamespace(c.ns) {
-			c.ns = tessera.MainNamespace
-			return nil, tessera.Invalid("namespace", "namespace must match ^[a-z0-9][a-z0-9-]{0,62}$")
-		}
+	_ = json.Unmarshal(args, &peek)
+	if peek.Namespace == nil || string(peek.Namespace) == "null" {
+		return tessera.MainNamespace, nil
 	}
-	if !t.keyless {
-		if err := core.NeedOf(t.op).Check(c.actor, c.ns); err != nil {
-			return nil, err
-		}
+	var ns string
+	if json.Unmarshal(peek.Namespace, &ns) != nil {
+		return tessera.MainNamespace, tessera.Invalid("namespace", "namespace must be a string")
 	}
-	return t.run(ctx, c)
-}
-
-// count records a failed call under the tool's operation, as the HTTP
-// adapter counts a failed request (SPEC §9).
-func (e *Endpoint) count(t *tool, c *toolCall, err error) {
-	if t.op == "" {
-		return
-	}
-	principal := ""
-	if c.actor != nil {
-		principal = c.actor.Principal.ID
-	}
-	e.core.Count(principal, c.ns, t.op, string(tessera.ErrorCode(err)))
+	return ns, nil
 }
 
 func (e *Endpoint) result(c *call, v any, isError bool) callResult {
@@ -225,58 +176,11 @@ func (e *Endpoint) result(c *call, v any, isError bool) callResult {
 	return callResult{resultMeta: e.meta(c), Content: []content{{Type: "text", Text: string(text)}}, StructuredContent: v, IsError: isError}
 }
 
-// errorResult is the one mapping from an error to a tool result: the
-// API's *tessera.Error with the HTTP status its code has; anything else is
-// internal and shows nothing of itself.
-func (e *Endpoint) errorResult(c *call, err error) callResult {
-	var te *tessera.Error
-	if !errors.As(err, &te) {
-		te = tessera.Errorf(tessera.CodeInternal, "internal error")
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			te = tessera.Errorf(tessera.CodeUnavailable, "the request was canceled")
-		}
-	}
-	out := ToolError{Status: e.edge.Status(te.Code), Code: string(te.Code), Message: te.Message, Field: te.Field}
-	if te.RetryAfter > 0 {
-		out.RetryAfter = int(math.Ceil(te.RetryAfter.Seconds()))
-	}
-	if !te.ResetAt.IsZero() {
-		t := te.ResetAt.UTC()
-		out.ResetAt = &t
-	}
-	return e.result(c, out, true)
-}
-
-func checkID(kind, v string) error {
-	if v == "" || len(v) > 64 {
-		return tessera.NotFound(kind, v)
-	}
-	for _, r := range v {
-		if !(r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
-			return tessera.NotFound(kind, v)
-		}
-	}
-	return nil
-}
-
-// maxQueryLen bounds the arguments that are query parameters over HTTP,
-// as the HTTP adapter bounds those.
-const maxQueryLen = 256
-
-func checkQuery(fields map[string]string) error {
-	for name, v := range fields {
-		if len(v) > maxQueryLen {
-			return tessera.Invalid(name, "%s is too long", name)
-		}
-	}
-	return nil
-}
-
 // Docs describes the endpoint for the discovery documents.
 func (e *Endpoint) Docs() discovery.MCP {
 	d := discovery.MCP{Versions: Versions}
-	for _, t := range e.tools {
-		d.Tools = append(d.Tools, discovery.MCPTool{Name: t.name, Description: t.description, NeedsKey: !t.keyless})
+	for _, o := range ops.Tools() {
+		d.Tools = append(d.Tools, discovery.MCPTool{Name: o.Tool.Name, Description: o.Description, NeedsKey: !o.Keyless()})
 	}
 	return d
 }

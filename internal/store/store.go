@@ -280,3 +280,34 @@ func (r refusing) Update(context.Context, func(Tx) error) error { return r.err }
 func (r refusing) View(context.Context, func(Tx) error) error   { return r.err }
 func (r refusing) Listen(func(string))                          {}
 func (r refusing) Close() error                                 { return nil }
+
+// UnavailableError is storage that cannot serve for now — a full disk, an
+// I/O error, an unreachable or restarting server — with when to try again.
+// A backend returns it for a fault that waiting may cure; the API answers
+// it 503 unavailable with its hint, on every transport alike.
+type UnavailableError struct {
+	// Why says what is wrong, in words a client may read.
+	Why        string
+	RetryAfter time.Duration
+	Err        error
+}
+
+// Unavailable wraps err, the fault underneath, as an UnavailableError.
+func Unavailable(why string, retryAfter time.Duration, err error) error {
+	return &UnavailableError{Why: why, RetryAfter: retryAfter, Err: err}
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err == nil {
+		return "storage unavailable: " + e.Why
+	}
+	return "storage unavailable: " + e.Why + ": " + e.Err.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// API is the error a client sees: unavailable, the reason and the hint,
+// nothing of the fault underneath.
+func (e *UnavailableError) API() *tessera.Error {
+	return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: e.RetryAfter, Message: "storage is unavailable (" + e.Why + ")"}
+}

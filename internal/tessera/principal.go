@@ -66,7 +66,10 @@ const (
 // MainNamespace always exists.
 const MainNamespace = "main"
 
-var namespaceRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// NamespacePattern is the namespace rule of §1.
+const NamespacePattern = `^[a-z0-9][a-z0-9-]{0,62}$`
+
+var namespaceRE = regexp.MustCompile(NamespacePattern)
 
 // ValidNamespace reports whether name follows the namespace rule of §1.
 func ValidNamespace(name string) bool { return namespaceRE.MatchString(name) }

@@ -9,7 +9,8 @@
 export async function workerLoop({ client, label, newValidator, protocolVersion }) {
   const fail = (msg) => { throw new Error(`${label}: ${msg}`); };
   const { tools } = await client.listTools();
-  if (tools.length !== 19) fail(`${tools.length} tools listed, want 19`);
+  const want = Number(process.env.TESSERA_TOOLS);
+  if (tools.length !== want) fail(`${tools.length} tools listed, want ${want}`);
   const validator = newValidator();
   const schemas = new Map(tools.map((t) => [t.name, t.outputSchema]));
   const validated = [];

@@ -1,4 +1,4 @@
-package httpapi_test
+package input_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/core"
-	"github.com/tessera-dev/tessera/internal/httpapi"
+	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -87,7 +87,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			{"SubmitParams", func() any { return &core.SubmitParams{} }},
 		}
 		for _, tg := range targets {
-			err := httpapi.DecodeJSON(body, tg.dst())
+			err := input.Decode(body, tg.dst(), input.Options{})
 			if err != nil {
 				var e *tessera.Error
 				if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
@@ -101,7 +101,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			if !json.Valid(body) {
 				t.Fatalf("%s: DecodeJSON accepted invalid JSON %q", tg.name, body)
 			}
-			if d := jsonNesting(t, body); d > httpapi.MaxJSONDepth {
+			if d := jsonNesting(t, body); d > input.MaxDepth {
 				t.Fatalf("%s: DecodeJSON accepted %q nested %d deep", tg.name, body, d)
 			}
 			wantInterop(t, body)
@@ -149,7 +149,7 @@ func FuzzRecordValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p core.PutRecordParams
-		err := httpapi.DecodeJSON(body, &p)
+		err := input.Decode(body, &p, input.Options{})
 		if err != nil {
 			var e *tessera.Error
 			if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
@@ -160,7 +160,7 @@ func FuzzRecordValue(f *testing.F) {
 		if p.Value == nil || !json.Valid(p.Value) {
 			t.Fatalf("DecodeJSON(%q) accepted the value %q", body, p.Value)
 		}
-		if d := jsonNesting(t, p.Value); d >= httpapi.MaxJSONDepth {
+		if d := jsonNesting(t, p.Value); d >= input.MaxDepth {
 			t.Fatalf("DecodeJSON(%q) accepted a value nested %d deep", body, d)
 		}
 		wantInterop(t, body)
@@ -285,7 +285,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"missing value", submit, `{"result":}`, false, ""},
 	}
 	for _, tc := range cases {
-		err := httpapi.DecodeJSON([]byte(tc.body), tc.dst())
+		err := input.Decode([]byte(tc.body), tc.dst(), input.Options{})
 		if tc.ok {
 			if err != nil {
 				t.Errorf("%s: DecodeJSON(%.60q) = %v, want success", tc.name, tc.body, err)
@@ -308,20 +308,20 @@ func TestDecodeJSON(t *testing.T) {
 func TestDecodeJSONExactKeys(t *testing.T) {
 	for _, body := range []string{`{"TITLE":"x"}`, `{"title":"a","title":"b"}`, `{"Queue":"q","title":"x"}`} {
 		var p core.EnqueueParams
-		err := httpapi.DecodeJSON([]byte(body), &p)
+		err := input.Decode([]byte(body), &p, input.Options{})
 		var e *tessera.Error
 		if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest || e.Field == "" {
 			t.Errorf("%s: %v, want invalid_request naming the field", body, err)
 		}
 	}
 	var p core.EnqueueParams
-	if err := httpapi.DecodeJSON([]byte(`{"title":"x","queue":"q"}`), &p); err != nil || p.Title != "x" {
+	if err := input.Decode([]byte(`{"title":"x","queue":"q"}`), &p, input.Options{}); err != nil || p.Title != "x" {
 		t.Errorf("exact keys refused: %v", err)
 	}
 }
 
-// FuzzDecodeBatch checks the batch decoder (the envelope by DecodeJSON,
-// then core.DecodeBatch task by task): no input panics it, every refusal
+// FuzzDecodeBatch checks a batch's decoding, whose tasks are decoded as
+// strictly as a single enqueue's body: no input panics it, every refusal
 // is invalid_request naming tasks, a task (tasks[i]…) or a field of the
 // envelope, and an accepted batch holds 1–500 tasks, each exactly what the
 // body of a single enqueue would decode to.
@@ -336,36 +336,41 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var batch core.EnqueueBatchParams
+		err := input.Decode(body, &batch, input.Options{})
+		if err == nil {
+			err = input.Check(&batch)
+		}
+		if err != nil {
+			var e *tessera.Error
+			if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
+				t.Fatalf("batch %q refused with %#v, want invalid_request", body, err)
+			}
+			var members map[string]json.RawMessage
+			_ = json.Unmarshal(body, &members)
+			if _, envelope := members[e.Field]; !envelope && e.Field != "" && e.Field != "tasks" && !strings.HasPrefix(e.Field, "tasks[") {
+				t.Fatalf("batch %q refused naming %q, neither the tasks, one of them, nor a member of the envelope", body, e.Field)
+			}
+			return
+		}
 		var env struct {
 			Tasks []json.RawMessage `json:"tasks"`
 		}
-		refused := func(err error, stage string) *tessera.Error {
-			var e *tessera.Error
-			if !errors.As(err, &e) || e.Code != tessera.CodeInvalidRequest {
-				t.Fatalf("batch %q refused by %s with %#v, want invalid_request", body, stage, err)
-			}
-			return e
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatalf("batch %q accepted, but it is no object of tasks: %v", body, err)
 		}
-		if err := httpapi.DecodeJSON(body, &env); err != nil {
-			refused(err, "the envelope")
-			return
-		}
-		tasks, err := core.DecodeBatch(env.Tasks, httpapi.DecodeJSON)
-		if err != nil {
-			if e := refused(err, "a task"); e.Field != "tasks" && !strings.HasPrefix(e.Field, "tasks[") {
-				t.Fatalf("batch %q refused naming %q, neither the tasks nor one of them", body, e.Field)
-			}
-			return
-		}
-		if len(tasks) < 1 || len(tasks) > core.MaxBatchTasks || len(tasks) != len(env.Tasks) {
-			t.Fatalf("batch %q accepted with %d tasks", body, len(tasks))
+		if len(batch.Tasks) < 1 || len(batch.Tasks) > core.MaxBatchTasks || len(batch.Tasks) != len(env.Tasks) {
+			t.Fatalf("batch %q accepted with %d tasks", body, len(batch.Tasks))
 		}
 		for i, raw := range env.Tasks {
 			var one core.EnqueueParams
-			if err := httpapi.DecodeJSON(raw, &one); err != nil {
+			if err := input.Decode(raw, &one, input.Options{}); err != nil {
 				t.Fatalf("task %d %q accepted in a batch, refused alone: %v", i, raw, err)
 			}
-			a, _ := json.Marshal(tasks[i])
+			if err := input.Check(&one); err != nil {
+				t.Fatalf("task %d %q accepted in a batch, refused alone: %v", i, raw, err)
+			}
+			a, _ := json.Marshal(batch.Tasks[i])
 			b, _ := json.Marshal(one)
 			if !bytes.Equal(a, b) {
 				t.Fatalf("task %d decoded as %s in a batch, %s alone", i, a, b)

@@ -1,4 +1,4 @@
-package httpapi
+package ops
 
 import (
 	"math/rand/v2"
@@ -7,22 +7,24 @@ import (
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// The patterns the API description publishes accept exactly what the
-// core's checks accept, on strings built around their edges.
+// The formats the input checks and the API description share accept
+// exactly what the checks written apart from them accept (a scope is
+// parsed, a blob hash is read by the byte store), on strings built around
+// their edges.
 func TestDocumentedPatternsMatchTheChecks(t *testing.T) {
 	checks := []struct {
 		name    string
 		pattern string
 		check   func(string) bool
 	}{
-		{"queue, label and bucket names", namePattern, core.ValidName},
-		{"record keys", keyPattern, core.ValidKey},
-		{"namespaces", namespacePattern, tessera.ValidNamespace},
-		{"scopes", scopePattern, tessera.ValidScope},
-		{"blob hashes", sumPattern, func(s string) bool { _, err := core.ParseSum("sha256", s); return err == nil }},
+		{"namespaces", input.NamespaceFormat.Pattern, tessera.ValidNamespace},
+		{"scopes", input.ScopeFormat.Pattern, tessera.ValidScope},
+		{"blob hashes", input.SHA256Format.Pattern, func(s string) bool { _, err := core.ParseSum("sha256", s); return err == nil }},
+		{"idempotency keys", IdempotencyKeyFormat.Pattern, core.ValidIdempotencyKey},
 	}
 	pieces := []string{"a", "Z", "0", "9", "f", "F", "g", "-", "_", ".", ":", "=", "@", "/", " ", "é", "*", "\n",
 		"sha256:", "SHA256:", "namespace:", "admin", "read", "write", "..", strings.Repeat("a", 62), strings.Repeat("b", 63),

@@ -1,0 +1,131 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// The bounds of the core's parameters (SPEC §1, §3, §5), declared once:
+// the API's checks, its description and the MCP tool schemas all read
+// them (package input). Rules that depend on state or on the clock (a
+// run_at within a year, a blob within the configured size) stay with the
+// operations that know them.
+
+// Queue is a queue name; empty or absent is the default queue.
+var Queue = input.Match(input.NameFormat).Default(DefaultQueue).Doc(`the queue (default "default")`)
+
+// DefaultQueue is the queue a task goes to, and a claim takes from, when
+// none is named.
+const DefaultQueue = "default"
+
+// LeaseSecondsBound is a lease's length; absent or 0 is the default.
+var LeaseSecondsBound = input.Range(MinLeaseSeconds, MaxLeaseSeconds).Default(DefaultLeaseSeconds).
+	Doc(fmt.Sprintf("the lease's length in seconds, %d–%d (default %d)", MinLeaseSeconds, MaxLeaseSeconds, DefaultLeaseSeconds))
+
+func (EnqueueParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"queue":        Queue,
+		"title":        input.Line(1, MaxTitleLen).Doc("a short title for the task, one line"),
+		"brief":        input.Text(MaxBriefLen).Doc("instructions for whoever works the task"),
+		"payload":      input.JSON(MaxPayloadLen).Doc("the task's input"),
+		"labels":       input.List(0, MaxLabels, input.Match(input.NameFormat)).Doc("labels to filter tasks by"),
+		"priority":     input.Range(-MaxPriority, MaxPriority).Doc("higher priority tasks are claimed first (default 0)"),
+		"public":       input.Bound{}.Doc("show the task on the public board"),
+		"max_attempts": input.Range(1, MaxMaxAttempts).Doc("how many claims the task may use before it is dead (default 3)"),
+		"run_at":       input.Bound{}.Doc("RFC 3339 time before which the task is not claimed (at most a year ahead)"),
+	}
+}
+
+func (EnqueueBatchParams) Bounds() input.Bounds {
+	return input.Bounds{"tasks": input.List(1, MaxBatchTasks, input.Bound{}).
+		Doc(fmt.Sprintf("1–%d tasks, each with the fields of a single enqueue", MaxBatchTasks))}
+}
+
+func (ClaimParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"queue":         Queue,
+		"lease_seconds": LeaseSecondsBound,
+		"wait_seconds":  input.Range(0, MaxClaimWait).Doc(fmt.Sprintf("seconds to wait (0–%d) for a task when none is ready", MaxClaimWait)),
+	}
+}
+
+func (HeartbeatParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"lease_token":   leaseTokenBound,
+		"lease_seconds": LeaseSecondsBound.Default(nil).Doc("renew by this many seconds from now (default: the lease's own length)"),
+		"progress":      input.JSON(MaxProgressLen).Doc("a progress report, shown on the task"),
+	}
+}
+
+// leaseTokenBound bounds a lease token: a token of another shape is no
+// lease, which is lease_lost rather than a bad request.
+var leaseTokenBound = input.Text(MaxLeaseTokenLen).Else(tessera.ErrLeaseLost).Doc("the token of your lease (lease.token of the claim)")
+
+// MaxLeaseTokenLen bounds a lease token, far above what a claim issues.
+const MaxLeaseTokenLen = 128
+
+func (SubmitParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"lease_token": leaseTokenBound,
+		"outcome":     input.Enum(tessera.OutcomeSucceeded, tessera.OutcomeFailed).Doc(`"succeeded", or "failed" to be retried with backoff until the attempts run out`),
+		"result":      input.JSON(MaxResultLen).Doc("the run's result"),
+		"error":       input.Text(MaxErrorLen).Doc("what went wrong, for a failed outcome"),
+	}
+}
+
+func (ReleaseParams) Bounds() input.Bounds { return input.Bounds{"lease_token": leaseTokenBound} }
+
+func (PutRecordParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"value":       input.CompactJSON(MaxValueLen).Doc("the record's value"),
+		"if_version":  input.AtLeast(0).Doc("write only if the current version is this (0: only if the record does not exist)"),
+		"lease_token": leaseTokenBound.Doc("your lease's token: binds the version to your run of the task"),
+	}
+}
+
+func (BucketParams) Bounds() input.Bounds {
+	return input.Bounds{"public": input.Bound{}.Doc("show the bucket's record heads on the board")}
+}
+
+func (DeclareBlobParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"sha256":       input.Match(input.SHA256Format).Doc("the bytes' SHA-256 as 64 hex digits, or the ref sha256:<hex>"),
+		"size":         input.AtLeast(0).Doc("the bytes' length"),
+		"content_type": input.Text(MaxContentTypeLen).Doc("the bytes' media type (default application/octet-stream)"),
+		"lease_token":  leaseTokenBound.Doc("your lease's token: binds the blob to your run of the task"),
+		"raw_policy":   RawPolicy,
+	}
+}
+
+// RawPolicy is who may read a namespace's raw blob bytes; the first upload
+// sets it.
+var RawPolicy = input.Enum(tessera.RawPrivate, tessera.RawNamespace).
+	Doc("who may read raw bytes of the namespace, set by its first upload: private (the uploader) or namespace (any key with read); absent keeps it")
+
+func (NamespaceSettingsParams) Bounds() input.Bounds {
+	return input.Bounds{"raw_policy": RawPolicy}
+}
+
+var (
+	principalKind = input.Enum(tessera.KindUser, tessera.KindAgent, tessera.KindService).Doc("who acts: a user, an agent or a service")
+	account       = input.Line(0, MaxAccountLen).Doc("the owning account, free text")
+	displayName   = input.Line(0, MaxDisplayNameLen).Doc("a name to show, one line")
+)
+
+func (PrincipalParams) Bounds() input.Bounds {
+	return input.Bounds{"kind": principalKind, "account": account, "display_name": displayName}
+}
+
+func (PrincipalPatch) Bounds() input.Bounds {
+	return input.Bounds{"kind": principalKind, "account": account, "display_name": displayName}
+}
+
+func (KeyParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"principal_id": input.Match(input.IDFormat).Doc("the principal the key acts as"),
+		"scopes":       input.List(1, MaxScopes, input.Match(input.ScopeFormat)).Doc("what the key may do where: admin, or namespace:<name> or namespace:* with read, enqueue, claim, write"),
+		"expires_at":   input.Bound{}.Doc("when the key stops working (none: never)"),
+	}
+}

@@ -1,0 +1,251 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// Exec runs operations for the transports.
+type Exec struct {
+	core      *core.Service
+	log       *slog.Logger
+	publicURL string
+	metrics   *metrics
+	faults    faultLog
+}
+
+// New returns an Exec over svc. publicURL is where clients reach the
+// server, for the links some answers carry.
+func New(svc *core.Service, log *slog.Logger, publicURL string) *Exec {
+	return &Exec{core: svc, log: log, publicURL: publicURL, metrics: newMetrics()}
+}
+
+// Core returns the service the operations run on.
+func (x *Exec) Core() *core.Service { return x.core }
+
+// Collectors are the metrics of every operation call, for a registry.
+func (x *Exec) Collectors() []prometheus.Collector { return x.metrics.collectors() }
+
+// Request is one call of an operation as a transport hands it over.
+type Request struct {
+	// Transport is "http" or "mcp": a label of logs and metrics.
+	Transport string
+	// NS is the namespace the request names (main when it names none).
+	NS string
+	// Keyed says the request carries a key at all: a public operation
+	// without one on the main namespace looks no key up (SPEC §3.2).
+	Keyed bool
+	// Authenticate resolves the request's key; 401 when there is none or
+	// it is bad. Called at most once, and only when the operation needs a
+	// key.
+	Authenticate func() (*auth.Actor, error)
+	// Bind reads the operation's input into in (a pointer to its input
+	// struct), held to the body limit of a's requests.
+	Bind func(in any, a *auth.Actor) error
+	// Body is the request's bytes, for RawBody routes.
+	Body io.Reader
+	// Budget, when set, is the long-poll time the calls of one request
+	// share (an MCP batch).
+	Budget *Budget
+}
+
+// Result is what a call came to.
+type Result struct {
+	Out   any
+	Err   *tessera.Error
+	Actor *auth.Actor
+	// Status is the HTTP status the answer has: the route's success
+	// status, the error's, or StatusClientClosed.
+	Status int
+	// Call is the call as it ran (nil when refused before it began).
+	Call *Call
+}
+
+// Do runs one call of op: the namespace, the key (SPEC §4 step 1), the
+// grant and scope (step 2), a session's request quota, the input with its
+// bounds, then the core — which checks the key again before acting and
+// after any wait (step 3). Every outcome is counted, measured and logged
+// here once, whichever transport the call came through.
+func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
+	start := time.Now()
+	ctx, usage := meter.WithUsage(ctx)
+	res := &Result{}
+	c := &Call{NS: r.NS, Body: r.Body, Transport: r.Transport, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
+	err := x.run(ctx, op, r, c, res)
+	elapsed := time.Since(start)
+	if err == nil {
+		res.Status = op.successStatus(res.Out)
+	} else {
+		res.Err = Fault(err)
+		res.Status = Status(res.Err.Code)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			res.Status = StatusClientClosed
+		}
+		x.count(op, c, res)
+		x.faults.note(x.log, err, res.Err)
+	}
+	if r.Budget != nil {
+		r.Budget.spend(elapsed)
+	}
+	x.metrics.observe(op, r.Transport, res, elapsed)
+	code := "ok"
+	if res.Err != nil {
+		code = string(res.Err.Code)
+	}
+	x.log.LogAttrs(ctx, slog.LevelInfo, "op", slog.String("op", op.Name), slog.String("transport", r.Transport),
+		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
+		slog.Int64("duration_ms", elapsed.Milliseconds()),
+		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load()))
+	return res
+}
+
+func (x *Exec) run(ctx context.Context, op *Op, r Request, c *Call, res *Result) error {
+	need := op.Need()
+	if !need.Keyless && !(op.Public && !r.Keyed && c.NS == tessera.MainNamespace) {
+		a, err := r.Authenticate()
+		if err != nil {
+			return err
+		}
+		c.Actor, res.Actor = a, a
+	}
+	if !tessera.ValidNamespace(c.NS) {
+		c.NS = tessera.MainNamespace // a malformed namespace names none
+		return tessera.Invalid("namespace", "namespace must match %s", tessera.NamespacePattern)
+	}
+	if a := c.Actor; a != nil {
+		if err := need.Check(a, c.NS); err != nil {
+			return err
+		}
+		// Each call of a session key spends one of its requests, a call
+		// in an MCP batch as much as an HTTP request.
+		if err := x.core.SessionRequest(ctx, a); err != nil {
+			return err
+		}
+	}
+	in := op.NewInput()
+	if err := r.Bind(in, c.Actor); err != nil {
+		return err
+	}
+	if err := input.Check(in); err != nil {
+		return err
+	}
+	res.Call = c
+	out, err := op.run(ctx, c, in)
+	res.Out = out
+	return err
+}
+
+// successStatus is the HTTP status of a successful output.
+func (op *Op) successStatus(out any) int {
+	switch {
+	case op.HTTP == nil:
+		return 200
+	case op.HTTP.Empty != nil:
+		if _, empty := op.HTTP.Empty(out); empty {
+			return 204
+		}
+	case op.HTTP.StatusOf != nil:
+		return op.HTTP.StatusOf(out)
+	case op.Out == nil:
+		return 204
+	}
+	return op.HTTP.Status
+}
+
+// count records a failed call (SPEC §9: failures are counted, never
+// evented), under main when the namespace was malformed.
+func (x *Exec) count(op *Op, c *Call, res *Result) {
+	principal := ""
+	if res.Actor != nil {
+		principal = res.Actor.Principal.ID
+	}
+	ns := c.NS
+	if !tessera.ValidNamespace(ns) {
+		ns = tessera.MainNamespace // a malformed namespace names none
+	}
+	x.core.Count(principal, ns, op.Name, string(res.Err.Code))
+}
+
+// Budget is the long-poll time the calls of one request share.
+type Budget struct {
+	mu   sync.Mutex
+	left time.Duration
+}
+
+// NewBudget returns a budget of d.
+func NewBudget(d time.Duration) *Budget { return &Budget{left: d} }
+
+func (b *Budget) remaining() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.left
+}
+
+func (b *Budget) spend(d time.Duration) {
+	b.mu.Lock()
+	b.left = max(b.left-d, 0)
+	b.mu.Unlock()
+}
+
+// metrics are every operation call's, whichever transport it came
+// through.
+type metrics struct {
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	claimWait *prometheus.HistogramVec
+}
+
+// latencyBuckets reach past the long-polls (claims wait up to 20 s, claim
+// events 30 s).
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30}
+
+func newMetrics() *metrics {
+	return &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tessera_operations_total", Help: "Operation calls by operation, transport (http, mcp) and outcome (ok, or the error code; canceled when the client went away).",
+		}, []string{"op", "transport", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tessera_operation_duration_seconds", Help: "Time an operation call took, by operation and transport; long-polls included.",
+			Buckets: latencyBuckets,
+		}, []string{"op", "transport"}),
+		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tessera_claim_wait_seconds", Help: "How long a claim waited (admission and long-poll) before it was granted or answered empty, over HTTP and MCP.",
+			Buckets: latencyBuckets,
+		}, []string{"outcome"}),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.calls, m.latency, m.claimWait}
+}
+
+func (m *metrics) observe(op *Op, transport string, res *Result, d time.Duration) {
+	code := "ok"
+	switch {
+	case res.Status == StatusClientClosed:
+		code = "canceled"
+	case res.Err != nil:
+		code = string(res.Err.Code)
+	}
+	m.calls.WithLabelValues(op.Name, transport, code).Inc()
+	m.latency.WithLabelValues(op.Name, transport).Observe(d.Seconds())
+	if claimed, ok := res.Out.(*core.Claimed); ok && op.Name == core.ActClaim {
+		outcome := "granted"
+		if claimed.Lease == nil {
+			outcome = "empty"
+		}
+		m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}

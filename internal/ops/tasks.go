@@ -1,0 +1,248 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/input"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// taskRef names a task: a path segment over HTTP, task_id over MCP.
+type taskRef struct {
+	TaskID string `json:"task_id" in:"path"`
+}
+
+func (taskRef) Bounds() input.Bounds {
+	return input.Bounds{"task_id": input.ID("task").Doc("the task's id")}
+}
+
+// idempotency is the Idempotency-Key header, or the idempotency_key
+// argument (SPEC §5).
+type idempotency struct {
+	IdempotencyKey string `json:"idempotency_key,omitempty" in:"header=Idempotency-Key"`
+}
+
+// IdempotencyKeyFormat is 1–128 printable ASCII characters.
+var IdempotencyKeyFormat = input.NewFormat(fmt.Sprintf(`^[\x21-\x7e]{1,%d}$`, core.MaxIdempotencyKeyLen), core.MaxIdempotencyKeyLen)
+
+func (idempotency) Bounds() input.Bounds {
+	return input.Bounds{"idempotency_key": input.Match(IdempotencyKeyFormat)}
+}
+
+// page is a listing's cursor and size.
+type page struct {
+	Cursor string `json:"cursor,omitempty" in:"query"`
+	Limit  *int   `json:"limit,omitempty" in:"query"`
+}
+
+// MaxCursorLen bounds a cursor, as every query parameter is bounded.
+const MaxCursorLen = 256
+
+func (page) Bounds() input.Bounds {
+	return input.Bounds{
+		"cursor": input.Text(MaxCursorLen).Doc("next_cursor of the previous page"),
+		"limit":  input.Range(1, core.MaxListLimit).Default(core.DefaultListSize).Doc(fmt.Sprintf("page size, 1–%d (default %d)", core.MaxListLimit, core.DefaultListSize)),
+	}
+}
+
+func (p *page) limit() int { return *p.Limit }
+
+type enqueueIn struct {
+	idempotency
+	core.EnqueueParams
+}
+
+type enqueueBatchIn struct {
+	idempotency
+	core.EnqueueBatchParams
+}
+
+type listTasksIn struct {
+	State string `json:"state,omitempty" in:"query"`
+	Queue string `json:"queue,omitempty" in:"query"`
+	Label string `json:"label,omitempty" in:"query"`
+	page
+}
+
+func (listTasksIn) Bounds() input.Bounds {
+	return input.Bounds{
+		"state": input.Enum(tessera.States...).Doc("only tasks in this state"),
+		"queue": input.Match(input.NameFormat).Doc("only tasks of this queue"),
+		"label": input.Match(input.NameFormat).Doc("only tasks with this label"),
+	}
+}
+
+type noteIn struct {
+	taskRef
+	Body string `json:"body"`
+}
+
+func (noteIn) Bounds() input.Bounds {
+	return input.Bounds{"body": input.Length(1, core.MaxNoteLen).Doc("the note, for the lease holder to read in its claim events")}
+}
+
+// counts answers the task counts: queue → state → tasks.
+type counts struct {
+	Queues map[string]map[string]int `json:"queues"`
+}
+
+var taskOps = []*Op{
+	op(Op{Name: core.ActTaskEnqueue, Summary: "Enqueue a task",
+		Description: "Put a task on a queue for a worker to claim. Give it a title, a brief (instructions for whoever works it) and a JSON payload; " +
+			"optionally a queue (default \"default\"), priority (higher first), labels, max_attempts (default 3) and run_at to schedule it. " +
+			"Pass an idempotency key to make a retry safe: the same key and input return the first task instead of making another.",
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks", Namespaced: true, Status: http.StatusCreated},
+		Tool: &Tool{Name: "enqueue_task", Title: "Enqueue a task"}},
+		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
+			return c.core.Enqueue(ctx, c.Actor, c.NS, in.EnqueueParams, in.IdempotencyKey)
+		}),
+	op(Op{Name: core.ActTaskEnqueueBatch, Summary: fmt.Sprintf("Enqueue 1–%d tasks in one transaction, all or none", core.MaxBatchTasks),
+		Description: fmt.Sprintf("Put 1–%d tasks on queues in one call, all or none: each task in tasks takes enqueue_task's fields. ", core.MaxBatchTasks) +
+			"If any task is invalid, nothing is enqueued and the error's field names it, e.g. tasks[3].title. The answer lists the tasks in the order given. " +
+			"Pass an idempotency key to make a retry safe: the same key and tasks return the first answer instead of enqueuing them again.",
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks/batch", Namespaced: true, Status: http.StatusCreated},
+		Tool: &Tool{Name: "enqueue_tasks", Title: "Enqueue tasks in one call"}},
+		func(ctx context.Context, c *Call, in *enqueueBatchIn) (*core.TaskBatch, error) {
+			return c.core.EnqueueBatch(ctx, c.Actor, c.NS, in.Tasks, in.IdempotencyKey)
+		}),
+	op(Op{Name: core.ActTaskList, Summary: "List tasks, newest first",
+		Description: "List tasks newest first, optionally only one state, queue or label. Pass next_cursor back as cursor for the next page.",
+		HTTP:        &Route{Method: "GET", Path: "/v1/tasks", Namespaced: true},
+		Tool:        &Tool{Name: "list_tasks", Title: "List tasks", ReadOnly: true}},
+		func(ctx context.Context, c *Call, in *listTasksIn) (*core.TaskPage, error) {
+			return c.core.ListTasks(ctx, c.Actor, c.NS, core.ListParams{State: in.State, Queue: in.Queue, Label: in.Label, Cursor: in.Cursor, Limit: in.limit()})
+		}),
+	op(Op{Name: core.ActTaskGet, Summary: "A task with its runs",
+		Description: "Read one task by task_id, with its runs (one per claim: holder, attempt, start and end, outcome, error).",
+		HTTP:        &Route{Method: "GET", Path: "/v1/tasks/{task_id}", Namespaced: true},
+		Tool:        &Tool{Name: "get_task", Title: "Get a task", ReadOnly: true}},
+		func(ctx context.Context, c *Call, in *taskRef) (*tessera.Task, error) {
+			return c.core.GetTask(ctx, c.Actor, c.NS, in.TaskID)
+		}),
+	changeOp(core.ActTaskCancel, core.ChangeCancel, "cancel_task", "Cancel a task",
+		"Cancel a task that has not finished. A leased task is canceled at its holder's next heartbeat or submit, which tells the holder to stop.", true),
+	changeOp(core.ActTaskPause, core.ChangePause, "pause_task", "Pause a ready or scheduled task",
+		"Pause a ready or scheduled task: it is not claimed until resumed.", false),
+	changeOp(core.ActTaskResume, core.ChangeResume, "resume_task", "Resume a paused task",
+		"Resume a paused task: it is ready (or scheduled) again.", false),
+	changeOp(core.ActTaskRetry, core.ChangeRetry, "retry_task", "Retry a dead or canceled task",
+		"Retry a dead or canceled task: it is ready again with its attempts reset.", false),
+	op(Op{Name: core.ActTaskNote, Summary: "Leave a note for the lease holder",
+		Description: "Leave a note on a task for whoever holds its lease: it arrives in their claim events. Producers (enqueue scope) and the lease holder may write notes.",
+		HTTP:        &Route{Method: "POST", Path: "/v1/tasks/{task_id}/notes", Namespaced: true, Status: http.StatusCreated},
+		Tool:        &Tool{Name: "add_note", Title: "Leave a note"}},
+		func(ctx context.Context, c *Call, in *noteIn) (*tessera.TaskEvent, error) {
+			return c.core.AddNote(ctx, c.Actor, c.NS, in.TaskID, in.Body)
+		}),
+	op(Op{Name: core.ActCounts, Summary: "Task counts by queue and state",
+		Description: "Count the namespace's tasks by queue and state: a quick look at how much work waits, runs and is done.",
+		HTTP:        &Route{Method: "GET", Path: "/v1/counts", Namespaced: true},
+		Tool:        &Tool{Name: "counts", Title: "Count tasks", ReadOnly: true}},
+		func(ctx context.Context, c *Call, _ *none) (*counts, error) {
+			q, err := c.core.Counts(ctx, c.Actor, c.NS)
+			if err != nil {
+				return nil, err
+			}
+			return &counts{Queues: q}, nil
+		}),
+}
+
+func changeOp(name string, change core.TaskChange, tool, summary, description string, destructive bool) *Op {
+	return op(Op{Name: name, Summary: summary, Description: description,
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks/{task_id}/" + string(change), Namespaced: true},
+		Tool: &Tool{Name: tool, Title: summary, Destructive: destructive, Idempotent: true}},
+		func(ctx context.Context, c *Call, in *taskRef) (*tessera.Task, error) {
+			return c.core.ChangeTask(ctx, c.Actor, c.NS, in.TaskID, change)
+		})
+}
+
+type heartbeatIn struct {
+	taskRef
+	core.HeartbeatParams
+}
+
+type submitIn struct {
+	taskRef
+	idempotency
+	core.SubmitParams
+}
+
+type releaseIn struct {
+	taskRef
+	core.ReleaseParams
+}
+
+type eventsIn struct {
+	taskRef
+	Since int64 `json:"since,omitempty" in:"query"`
+	Wait  int   `json:"wait,omitempty" in:"query"`
+}
+
+func (eventsIn) Bounds() input.Bounds {
+	return input.Bounds{
+		"since": input.AtLeast(0).Doc("next_since of the previous answer; 0 for every event"),
+		"wait":  input.Range(0, core.MaxEventsWait).Doc(fmt.Sprintf("seconds to wait (0–%d) for an event to arrive", core.MaxEventsWait)),
+	}
+}
+
+var claimOps = []*Op{
+	op(Op{Name: core.ActClaim, Summary: "Claim the next ready task of a queue",
+		Description: "Claim the next ready task of a queue (highest priority, then oldest) with a lease of lease_seconds. " +
+			"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
+			"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds to wait for work to arrive.",
+		HTTP: &Route{Method: "POST", Path: "/v1/claims", Namespaced: true, Empty: emptyClaim,
+			NoContent: "nothing is ready: no body, and Retry-After advises when to poll again"},
+		Tool: &Tool{Name: "claim_task", Title: "Claim the next task"}},
+		func(ctx context.Context, c *Call, in *core.ClaimParams) (*core.Claimed, error) {
+			p := *in
+			p.WaitSeconds = int(c.Wait(time.Duration(p.WaitSeconds) * time.Second).Seconds())
+			return c.core.Claim(ctx, c.Actor, c.NS, p)
+		}),
+	op(Op{Name: core.ActHeartbeat, Summary: "Extend a lease",
+		Description: "Keep a claimed task's lease alive before its expires_at, optionally reporting progress or a new lease_seconds. " +
+			"If the answer says cancel_requested, stop working: the task was canceled and the lease is over. A lease_lost error means the lease lapsed; drop the work.",
+		HTTP: &Route{Method: "POST", Path: "/v1/claims/{task_id}/heartbeat", Namespaced: true},
+		Tool: &Tool{Name: "heartbeat", Title: "Extend a lease", Idempotent: true}},
+		func(ctx context.Context, c *Call, in *heartbeatIn) (*core.Heartbeat, error) {
+			return c.core.Heartbeat(ctx, c.Actor, c.NS, in.TaskID, in.HeartbeatParams)
+		}),
+	op(Op{Name: core.ActSubmit, Summary: "Submit a run's outcome",
+		Description: "End your run of a claimed task: outcome \"succeeded\" with a JSON result, or \"failed\" with an error message (the task is retried with backoff until its attempts run out). " +
+			"This ends the lease. Pass an idempotency key so that retrying after a lost answer does not submit twice.",
+		HTTP: &Route{Method: "POST", Path: "/v1/claims/{task_id}/submit", Namespaced: true},
+		Tool: &Tool{Name: "submit_task", Title: "Submit a result", Destructive: true, Idempotent: true}},
+		func(ctx context.Context, c *Call, in *submitIn) (*tessera.Task, error) {
+			return c.core.Submit(ctx, c.Actor, c.NS, in.TaskID, in.SubmitParams, in.IdempotencyKey)
+		}),
+	op(Op{Name: core.ActRelease, Summary: "Give a task back without using an attempt",
+		Description: "Give a claimed task back to its queue without using an attempt, when you cannot work it. This ends the lease.",
+		HTTP:        &Route{Method: "POST", Path: "/v1/claims/{task_id}/release", Namespaced: true},
+		Tool:        &Tool{Name: "release_task", Title: "Give a task back", Idempotent: true}},
+		func(ctx context.Context, c *Call, in *releaseIn) (*tessera.Task, error) {
+			return c.core.Release(ctx, c.Actor, c.NS, in.TaskID, in.ReleaseParams)
+		}),
+	op(Op{Name: core.ActClaimEvents, Summary: "Long-poll the events of a held task",
+		Description: "Read what the holder of a task's lease should learn — notes from producers, a cancel request, a lapsed lease — after sequence number since. " +
+			"wait long-polls until something arrives. Pass next_since back as since next time.",
+		HTTP: &Route{Method: "GET", Path: "/v1/claims/{task_id}/events", Namespaced: true},
+		Tool: &Tool{Name: "claim_events", Title: "Events of a held task", ReadOnly: true}},
+		func(ctx context.Context, c *Call, in *eventsIn) (*core.ClaimEvents, error) {
+			return c.core.Events(ctx, c.Actor, c.NS, in.TaskID, in.Since, c.Wait(time.Duration(in.Wait)*time.Second))
+		}),
+}
+
+// emptyClaim answers a claim that found nothing with 204 and its hints:
+// Retry-After, and whether the queue ever had a task (a typo's tell).
+func emptyClaim(out any) (http.Header, bool) {
+	c := out.(*core.Claimed)
+	if c.Lease != nil {
+		return nil, false
+	}
+	h := http.Header{"Retry-After": {strconv.Itoa(c.RetryAfter)}}
+	return h, true
+}

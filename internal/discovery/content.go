@@ -64,8 +64,8 @@ func connectJSON(cfg Config) map[string]any {
 			"claims_per_second":      cfg.ClaimRate,
 			"claim_burst":            cfg.ClaimBurst,
 			"claims_in_flight":       cfg.ClaimConcurrency,
-			"claim_wait_seconds_max": 20,
-			"lease_seconds":          map[string]int{"min": 10, "default": 300, "max": 3600},
+			"claim_wait_seconds_max": cfg.Limits.ClaimWaitMax,
+			"lease_seconds":          map[string]int64{"min": cfg.Limits.LeaseMin, "default": cfg.Limits.LeaseDefault, "max": cfg.Limits.LeaseMax},
 		},
 	}
 }
@@ -95,7 +95,7 @@ func agentCard(cfg Config) map[string]any {
 		"defaultOutputModes": []string{"application/json"},
 		"skills": []any{
 			skill("enqueue", "Enqueue tasks", "Put a task with a brief and a JSON payload on a namespaced queue, optionally scheduled, prioritized and idempotent.", "queue", "tasks", "producer"),
-			skill("claim", "Claim work", "Claim the next ready task with a time-limited lease, long-polling up to 20 s when the queue is empty.", "queue", "lease", "worker"),
+			skill("claim", "Claim work", fmt.Sprintf("Claim the next ready task with a time-limited lease, long-polling up to %d s when the queue is empty.", cfg.Limits.ClaimWaitMax), "queue", "lease", "worker"),
 			skill("heartbeat", "Keep a lease alive", "Extend a lease, report progress, and learn of cancellation.", "lease", "worker"),
 			skill("submit", "Submit results", "End a run as succeeded (with a JSON result) or failed (retried with backoff, dead-lettered when attempts run out).", "results", "worker"),
 			skill("inspect", "Inspect tasks", "List and count tasks by queue and state, and read a task with its runs.", "observability"),
@@ -132,7 +132,7 @@ func llmsTxt(cfg Config, routes []Route, full bool) []byte {
 	b.WriteString(`Tessera speaks HTTP/JSON, and MCP at /mcp. Every request carries ` + "`Authorization: Bearer tsk_<id>_<secret>`" + `.
 Routes under /v1 act on the main namespace; the same routes under /ns/{namespace}/v1 act on another.
 Workers claim a task (POST /v1/claims), heartbeat before the lease expires, and submit an outcome.
-An empty claim answers 204 with Retry-After; prefer "wait_seconds" (≤ 20) to long-poll.
+An empty claim answers 204 with Retry-After; prefer "wait_seconds" (≤ ` + fmt.Sprint(cfg.Limits.ClaimWaitMax) + `) to long-poll.
 Errors: {"error":{"code","message","details"}} with codes invalid_request, unauthorized, forbidden,
 not_found, lease_lost, version_conflict, invalid_state, idempotency_conflict, payload_too_large,
 rate_limited, storage_quota_exhausted, unavailable, internal.
@@ -152,7 +152,7 @@ rate_limited, storage_quota_exhausted, unavailable, internal.
 		b.WriteString(`
 ## Worker loop
 
-1. POST /v1/claims {"queue":"default","lease_seconds":300,"wait_seconds":20}
+1. POST /v1/claims {"queue":"default","lease_seconds":` + fmt.Sprint(cfg.Limits.LeaseDefault) + `,"wait_seconds":` + fmt.Sprint(cfg.Limits.ClaimWaitMax) + `}
    → 200 {"lease":{"task_id","run_id","token","expires_at"},"task":{...}} or 204 (Retry-After: seconds).
 2. While working: POST /v1/claims/{task}/heartbeat {"lease_token":"...","progress":{...}}
    → {"expires_at","cancel_requested"}; stop if cancel_requested is true.
@@ -211,7 +211,7 @@ dead-lettered, where a person can look at it and retry it.</p>
 <ul>
 <li><strong>Namespaces</strong> — every route under <code>/v1</code> also lives under <code>/ns/{namespace}/v1</code>, each an isolated tenant.</li>
 <li><strong>Leases that cannot double up</strong> — a task never has two live leases, however many workers race for it.</li>
-<li><strong>Long-poll claims</strong> — <code>wait_seconds</code> up to 20 wakes the moment work arrives, instead of polling.</li>
+<li><strong>Long-poll claims</strong> — <code>wait_seconds</code> up to `+fmt.Sprint(cfg.Limits.ClaimWaitMax)+` wakes the moment work arrives, instead of polling.</li>
 <li><strong>Safe retries</strong> — <code>Idempotency-Key</code> on enqueue and submit.</li>
 <li><strong>Scoped keys</strong> — <code>read</code>, <code>enqueue</code>, <code>claim</code>, <code>write</code>, per namespace.</li>
 </ul>
@@ -242,7 +242,7 @@ curl -s -H "$K" `+u+`/v1/tasks -H 'Idempotency-Key: report-17' \
   -d '{"title":"Summarize report 17","brief":"Three bullet points.","payload":{"doc":"r-17"}}'</pre>
 <h2>3. Work it</h2>
 <pre># claim: 200 with a lease, or 204 + Retry-After when nothing is ready (wait_seconds long-polls)
-curl -s -H "$K" `+u+`/v1/claims -d '{"queue":"default","lease_seconds":120,"wait_seconds":20}'
+curl -s -H "$K" `+u+`/v1/claims -d '{"queue":"default","lease_seconds":120,"wait_seconds":`+fmt.Sprint(cfg.Limits.ClaimWaitMax)+`}'
 
 # heartbeat before expires_at; it tells you if the task was canceled
 curl -s -H "$K" `+u+`/v1/claims/$TASK/heartbeat -d '{"lease_token":"'$TOKEN'","progress":{"pct":40}}'

@@ -28,10 +28,19 @@ type Config struct {
 	ClaimRate        float64
 	ClaimBurst       int
 	ClaimConcurrency int
+	// Limits are the bounds of a worker's calls, from the operations'
+	// declarations.
+	Limits Limits
 	// MCP describes the MCP endpoint.
 	MCP MCP
 	// Sessions are the anonymous demo sessions' limits.
 	Sessions Sessions
+}
+
+// Limits are the bounds a worker's loop runs within.
+type Limits struct {
+	ClaimWaitMax                     int64
+	LeaseMin, LeaseDefault, LeaseMax int64
 }
 
 // Sessions are what a newcomer is told of anonymous demo sessions.

@@ -50,7 +50,11 @@ type mcpMessage struct {
 
 func (s *Server) discoveryConfig(cfg Config) discovery.Config {
 	c := s.core.Config()
+	claim := ops.Named(core.ActClaim).Input()
+	lease, wait := claim.Field("lease_seconds").Bound, claim.Field("wait_seconds").Bound
 	return discovery.Config{
+		Limits: discovery.Limits{ClaimWaitMax: wait.Max(),
+			LeaseMin: lease.Min(), LeaseMax: lease.Max(), LeaseDefault: int64(lease.DefaultValue().(int))},
 		PublicURL: cfg.PublicURL, Version: cfg.Version,
 		MaxBodyBytes: MaxBodyBytes,
 		ClaimRate:    c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,

@@ -20,7 +20,7 @@ import (
 // the byte limit of ServeHTTP, the Origin check, and the key parse of every
 // route. Its tools run through the same operations as the routes.
 func (s *Server) mountMCP() {
-	s.mcp = mcp.New(s.exec, mcp.Config{PublicURL: strings.TrimRight(s.cfg.PublicURL, "/"), Version: s.cfg.Version})
+	s.mcp = mcp.New(s.exec, mcp.Config{PublicURL: strings.TrimRight(s.cfg.PublicURL, "/"), Version: s.cfg.Version, BatchWait: s.cfg.MCPBatchWait})
 	s.handle("POST /mcp", http.HandlerFunc(s.serveMCP))
 	// The stateless transport has no GET stream and no session to DELETE.
 	s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {

@@ -68,6 +68,9 @@ type Config struct {
 	MinUploadRate   int64
 	// MaxConns caps the open connections of Listener (0: no cap).
 	MaxConns int
+	// MCPBatchWait is the long-poll time the calls of one MCP request
+	// share (0: mcp.DefaultBatchWait).
+	MCPBatchWait time.Duration
 }
 
 // New returns a Server over svc. The discovery documents are rendered here,

@@ -28,11 +28,16 @@ type server struct {
 	Clock *tessera.ManualClock
 }
 
-func start(t testing.TB) *server {
+func start(t testing.TB) *server { return startWith(t, func(*app.Options) {}) }
+
+// startWith is start with options of the test's choosing.
+func startWith(t testing.TB, configure func(*app.Options)) *server {
 	t.Helper()
 	clock := tessera.NewManualClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	a, err := app.Open(context.Background(), app.Options{DataDir: t.TempDir(), Clock: clock, Core: core.DefaultConfig(),
-		AdminKey: adminKey, HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}})
+	o := app.Options{DataDir: t.TempDir(), Clock: clock, Core: core.DefaultConfig(),
+		AdminKey: adminKey, HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}}
+	configure(&o)
+	a, err := app.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

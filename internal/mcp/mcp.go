@@ -7,6 +7,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -42,27 +43,41 @@ const (
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 )
 
-// Config is what the endpoint tells clients about itself.
+// Config is what the endpoint tells clients about itself, and its bounds.
 type Config struct {
 	// PublicURL is the server's base URL, without a trailing slash.
 	PublicURL string
 	Version   string
+	// BatchWait is the long-poll time the calls of one request share
+	// (default DefaultBatchWait).
+	BatchWait time.Duration
 }
+
+// DefaultBatchWait is a batch's long-poll budget: the longest one call may
+// wait, so a batch of long-polls holds its connection no longer than one.
+const DefaultBatchWait = core.MaxEventsWait * time.Second
 
 // Endpoint serves POST /mcp.
 type Endpoint struct {
 	exec *ops.Exec
 	cfg  Config
-	// listed is the tool list as tools/list answers it.
-	listed []toolListing
+	// listed is the tool list as tools/list answers it; listedBytes its
+	// size.
+	listed      []toolListing
+	listedBytes int
 }
 
 // New returns the endpoint running its tools on exec.
 func New(exec *ops.Exec, cfg Config) *Endpoint {
+	if cfg.BatchWait <= 0 {
+		cfg.BatchWait = DefaultBatchWait
+	}
 	e := &Endpoint{exec: exec, cfg: cfg}
 	for _, o := range ops.Tools() {
 		e.listed = append(e.listed, listing(o))
 	}
+	b, _ := json.Marshal(e.listed)
+	e.listedBytes = len(b)
 	return e
 }
 
@@ -117,34 +132,92 @@ func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op str
 			break
 		}
 	}
-	// The calls of one request share one long-poll budget: a batch of
-	// long-polls holds its connection no longer than one call may.
-	budget := ops.NewBudget(core.MaxEventsWait * time.Second)
-	var out []*response
-	for i := range msgs {
-		c := &call{msg: &msgs[i], actor: actor, headerVersion: headerVersion, budget: budget}
-		if !batch {
-			c.header = r.Header
+	if !batch {
+		c := &call{msg: &msgs[0], actor: actor, headerVersion: headerVersion, header: r.Header, budget: ops.NewBudget(e.cfg.BatchWait)}
+		res := e.handle(ctx, c)
+		if res == nil {
+			return &Answer{Status: http.StatusAccepted}, "", nil
 		}
-		if res := e.handle(ctx, c); res != nil {
-			out = append(out, res)
-		}
-	}
-	switch {
-	case len(out) == 0:
-		return &Answer{Status: http.StatusAccepted}, "", nil
-	case !batch:
 		status := http.StatusOK
-		if out[0].Error != nil && out[0].Error.status != 0 {
-			status = out[0].Error.status
+		if res.Error != nil && res.Error.status != 0 {
+			status = res.Error.status
 		}
-		return single(out[0], status), "", nil
+		return single(res, status), "", nil
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, "", err
+	return e.serveBatch(ctx, msgs, actor, headerVersion, len(r.Body)), "", nil
+}
+
+// Bounds of a batch's answer, so that no request draws an answer far
+// larger than itself: a storage-free listing is answered once per batch,
+// and the answers of a batch without a key stop growing past
+// AmplificationFactor times the request (plus one tool list, which a
+// single request may draw too); a keyed one past MaxBatchAnswer.
+const (
+	AmplificationFactor = 20
+	MaxBatchAnswer      = 64 << 20
+)
+
+// oncePerBatch are the calls answered from configuration alone, whose
+// repeats in one batch could only multiply the answer.
+var oncePerBatch = []string{"initialize", "server/discover", "tools/list", "tools/call explain_access_modes"}
+
+func (e *Endpoint) serveBatch(ctx context.Context, msgs []Message, actor *auth.Actor, headerVersion string, requestBytes int) *Answer {
+	budget := ops.NewBudget(e.cfg.BatchWait)
+	limit := MaxBatchAnswer
+	if actor == nil {
+		limit = AmplificationFactor*requestBytes + e.listedBytes
 	}
-	return &Answer{Status: http.StatusOK, Body: b}, "", nil
+	answered := map[string]bool{}
+	var parts [][]byte
+	size := 0
+	for i := range msgs {
+		m := &msgs[i]
+		var res *response
+		switch kind := repeatKind(m); {
+		case size > limit && m.IsCall():
+			res = errorResponse(m.ID, rpcErr(CodeInvalidRequest, 0, "this batch's answer reached its bound of %d bytes; send the rest in another request", limit))
+		case kind != "" && answered[kind]:
+			res = errorResponse(m.ID, rpcErr(CodeInvalidRequest, 0, "%s is answered once per batch; its answer is the same every time", kind))
+		default:
+			if kind != "" {
+				answered[kind] = true
+			}
+			res = e.handle(ctx, &call{msg: m, actor: actor, headerVersion: headerVersion, budget: budget})
+		}
+		if res == nil {
+			continue
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			b, _ = json.Marshal(errorResponse(m.ID, rpcErr(CodeInternalError, 0, "internal error")))
+		}
+		parts = append(parts, b)
+		size += len(b)
+	}
+	if len(parts) == 0 {
+		return &Answer{Status: http.StatusAccepted}
+	}
+	body := append([]byte{'['}, bytes.Join(parts, []byte{','})...)
+	return &Answer{Status: http.StatusOK, Body: append(body, ']')}
+}
+
+// repeatKind names a message among oncePerBatch, or "".
+func repeatKind(m *Message) string {
+	if !m.IsCall() || m.Bad != nil {
+		return ""
+	}
+	kind := m.Method
+	if kind == "tools/call" {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		kind += " " + p.Name
+	}
+	if slices.Contains(oncePerBatch, kind) {
+		return kind
+	}
+	return ""
 }
 
 func single(res *response, status int) *Answer {

@@ -378,3 +378,42 @@ func TestOversizedBatch(t *testing.T) {
 		t.Fatalf("a batch of 100: %d answers", len(out))
 	}
 }
+
+// No request draws an answer far larger than itself: a keyless batch of
+// 100 tools/list gets the list once and 99 refusals, and its answer stays
+// within 20 times the request plus the one list (it was 5.6 MB for 5.4 KB).
+func TestBatchAmplificationIsBounded(t *testing.T) {
+	s := start(t)
+	one := s.post(rpc(1, "tools/list", nil))
+	var batch []map[string]any
+	for i := range 100 {
+		batch = append(batch, rpc(i, "tools/list", nil))
+	}
+	body, _ := json.Marshal(batch)
+	r := s.post(string(body))
+	var answers []struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &answers); err != nil || len(answers) != 100 {
+		t.Fatalf("batch: %d %.300s", r.Status, r.Body)
+	}
+	lists := 0
+	for _, a := range answers {
+		switch {
+		case a.Result != nil:
+			lists++
+		case a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "once per batch"):
+			t.Errorf("a repeat answered %+v", a.Error)
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d tool lists in one batch, want 1", lists)
+	}
+	if bound := 20*len(body) + len(one.Body); len(r.Body) > bound {
+		t.Errorf("a %d-byte batch drew %d bytes, over %d", len(body), len(r.Body), bound)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
@@ -390,4 +391,81 @@ func TestEnqueueTasksSchema(t *testing.T) {
 		return
 	}
 	t.Fatal("tools/list has no enqueue_tasks")
+}
+
+// Each call in a batch spends one of a session's requests, as an HTTP
+// request does: a batch of 8 calls on a quota of 5 has 5 answered and 3
+// refused, and the session is spent.
+func TestBatchSpendsTheSessionQuotaPerCall(t *testing.T) {
+	s := startWith(t, func(o *app.Options) { o.Core.Sessions.Requests = 5 })
+	var sess core.Session
+	if r := s.post(rpc(1, "tools/call", map[string]any{"name": "start_session", "arguments": map[string]any{}})); r.Status != 200 {
+		t.Fatalf("start_session: %d %s", r.Status, r.Body)
+	} else {
+		var res struct {
+			Result struct {
+				StructuredContent core.Session `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(r.Body, &res); err != nil {
+			t.Fatal(err)
+		}
+		sess = res.Result.StructuredContent
+	}
+	var batch []map[string]any
+	for i := range 8 {
+		batch = append(batch, rpc(i, "tools/call", map[string]any{"name": "counts", "arguments": map[string]any{"namespace": sess.Namespace}}))
+	}
+	r := s.post(batch, "Authorization", "Bearer "+sess.Key)
+	var answers []struct {
+		Result struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(r.Body, &answers); err != nil || len(answers) != 8 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	for i, a := range answers {
+		refused := a.Result.IsError && a.Result.StructuredContent["code"] == "rate_limited"
+		if refused != (i >= 5) {
+			t.Errorf("call %d: %v", i, a.Result.StructuredContent)
+		}
+	}
+	one := s.post(rpc(9, "tools/call", map[string]any{"name": "counts", "arguments": map[string]any{"namespace": sess.Namespace}}), "Authorization", "Bearer "+sess.Key)
+	if !strings.Contains(string(one.Body), `"rate_limited"`) {
+		t.Fatalf("after the batch: %s", one.Body)
+	}
+}
+
+// The long-polls of one batch share one wait: three claims of 20 s each
+// on an empty queue, under a batch budget of 1 s, all answer empty
+// without waiting their 20 s each.
+func TestBatchOfLongPollsSharesOneWait(t *testing.T) {
+	s := startWith(t, func(o *app.Options) { o.HTTP.MCPBatchWait = time.Second })
+	key := s.newKey("namespace:main", "claim")
+	var batch []map[string]any
+	for i := range 3 {
+		batch = append(batch, rpc(i, "tools/call", map[string]any{"name": "claim_task", "arguments": map[string]any{"queue": "empty", "wait_seconds": 20}}))
+	}
+	start := time.Now()
+	r := s.post(batch, "Authorization", "Bearer "+key)
+	took := time.Since(start)
+	var answers []struct {
+		Result struct {
+			StructuredContent core.Claimed `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(r.Body, &answers); err != nil || len(answers) != 3 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	for i, a := range answers {
+		if a.Result.StructuredContent.Lease != nil || a.Result.StructuredContent.RetryAfter == 0 {
+			t.Errorf("claim %d: %+v", i, a.Result.StructuredContent)
+		}
+	}
+	// One claim alone would wait 20 s; the three took the budget.
+	if took >= 20*time.Second {
+		t.Fatalf("the batch took %s: its long-polls did not share the budget", took)
+	}
 }

@@ -42,6 +42,10 @@ type Claimed struct {
 	Lease      *tessera.Lease `json:"lease"`
 	Task       *tessera.Task  `json:"task,omitempty"`
 	RetryAfter int            `json:"retry_after,omitempty"`
+	// QueueKnown, on an empty answer, says whether the queue has ever had
+	// a task in the namespace: false is the tell of a misspelled queue or
+	// namespace.
+	QueueKnown *bool `json:"queue_known,omitempty"`
 }
 
 // leaseSeconds is a lease's length: v, or the default for 0.
@@ -95,7 +99,8 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		if wait <= 0 {
 			unsubscribe()
 			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
-			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
+			known := s.queueKnown(ctx, ns, p.Queue)
+			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known}, nil
 		}
 		timer := time.NewTimer(wait)
 		select {

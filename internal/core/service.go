@@ -68,6 +68,7 @@ type Service struct {
 	signals   *signals
 	admission *admission
 	hints     *hints
+	queues    *queueMemory
 	blob      blobState  // blob.go: the byte store and its locks
 	snaps     snapshots  // snapshot.go: public health, board and activity
 	depths    depthCache // metrics.go: queue depths for GET /metrics
@@ -102,6 +103,7 @@ func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clo
 		signals:    newSignals(),
 		admission:  newAdmission(cfg),
 		hints:      newHints(),
+		queues:     newQueueMemory(),
 		audit:      newAuditor(),
 		known:      map[string]bool{},
 		pairs:      map[string]bool{},

@@ -29,6 +29,7 @@ func (s *Service) notified(topic string) {
 		// claim at once, not when its wait runs out).
 		s.snaps.dropAll()
 		s.auth.ForgetAll()
+		s.queues.gap()
 		s.signals.fireAll()
 		return
 	}
@@ -41,6 +42,7 @@ func (s *Service) notified(topic string) {
 		// New claimable work: waiting claims look again, and empty-claim
 		// hints for the queue start over (§6).
 		s.hints.enqueued(topic, s.clock.Now())
+		s.queues.enqueued(topic)
 		s.signals.fire(topic)
 	case 't':
 		s.signals.fire(topic)

@@ -329,3 +329,35 @@ func TestClaimAdmissionConcurrency(t *testing.T) {
 	// The slot is free again.
 	s.emptyClaim("main", worker, "other")
 }
+
+// An empty claim says whether its queue ever had a task: a worker polling
+// a misspelled queue or namespace learns it at its first claim, and a
+// queue that had work stays known when it runs dry.
+func TestEmptyClaimSaysWhetherTheQueueIsKnown(t *testing.T) {
+	dir, clock := t.TempDir(), tessera.NewManualClock(time.Now())
+	s, stop := serverAt(t, dir, clock)
+	known := func(ns, queue string) string {
+		t.Helper()
+		r := s.must(204, "POST", nsPath(ns, "/v1/claims"), adminKey, map[string]any{"queue": queue})
+		return r.Header.Get("Tessera-Queue-Known")
+	}
+	if got := known("main", "typo"); got != "false" {
+		t.Fatalf("a never-used queue: Tessera-Queue-Known %q, want false", got)
+	}
+	if got := known("nowhere", "default"); got != "false" {
+		t.Fatalf("a never-used namespace: Tessera-Queue-Known %q, want false", got)
+	}
+	s.enqueue("main", adminKey, map[string]any{"title": "t", "queue": "typo"})
+	s.submit("main", adminKey, s.claim("main", adminKey, "typo"), "succeeded")
+	if got := known("main", "typo"); got != "true" {
+		t.Fatalf("a queue that had a task: Tessera-Queue-Known %q, want true", got)
+	}
+	// A server started afresh learns it from the store, not from having
+	// seen the enqueue.
+	stop()
+	s, _ = serverAt(t, dir, clock)
+	r := s.must(204, "POST", "/v1/claims", adminKey, map[string]any{"queue": "typo"})
+	if got := r.Header.Get("Tessera-Queue-Known"); got != "true" {
+		t.Fatalf("after a restart: Tessera-Queue-Known %q, want true", got)
+	}
+}

@@ -90,12 +90,68 @@ func (a *Actor) Check(ns string, action tessera.Action) error {
 		return nil
 	}
 	if !s.GrantsNamespace(ns) {
-		return tessera.Errorf(tessera.CodeForbidden, "this key has no grant for namespace %q", ns)
+		return tessera.Errorf(tessera.CodeForbidden, "this key has no grant for namespace %q%s", ns, grantHint(s))
 	}
 	if action != "" && !s.Allows(action) {
 		return tessera.Errorf(tessera.CodeForbidden, "this key lacks the %s scope", action)
 	}
 	return nil
+}
+
+// grantHint says which namespaces a key can use, for the refusal of one it
+// cannot: a session key calling without a namespace meets main, and the
+// answer should tell it where to go.
+func grantHint(s tessera.Scopes) string {
+	var granted []string
+	for _, sc := range s {
+		if ns, ok := strings.CutPrefix(sc, "namespace:"); ok {
+			granted = append(granted, fmt.Sprintf("%q", ns))
+		}
+	}
+	switch len(granted) {
+	case 0:
+		return "; it has no namespace grant at all"
+	case 1:
+		return "; it can use namespace " + granted[0] + " (over HTTP under /ns/" + strings.Trim(granted[0], `"`) + "/, over MCP as the namespace argument)"
+	}
+	return "; it can use namespaces " + strings.Join(granted, ", ")
+}
+
+// What a 401 says of the credentials sent. Each says what to do; none
+// tells an unknown key from an expired or revoked one
+// (tessera.ErrUnauthorized), so a 401 is no oracle for which keys exist.
+var (
+	errNoKey = &tessera.Error{Code: tessera.CodeUnauthorized,
+		Message: "a key is required: send it as the header Authorization: Bearer tsk_<id>_<secret>"}
+	errAPIKeyHeader = &tessera.Error{Code: tessera.CodeUnauthorized,
+		Message: "send the key as Authorization: Bearer <key>, not in X-Api-Key"}
+	errNoScheme = &tessera.Error{Code: tessera.CodeUnauthorized,
+		Message: "the Authorization header holds the key without its scheme: send Authorization: Bearer <key>"}
+	errScheme = &tessera.Error{Code: tessera.CodeUnauthorized,
+		Message: "the Authorization scheme must be Bearer: send Authorization: Bearer tsk_<id>_<secret>"}
+	errNotAKey = &tessera.Error{Code: tessera.CodeUnauthorized,
+		Message: "the bearer token is not a Tessera key: a key looks like tsk_<id>_<secret>"}
+)
+
+// Bearer reads the key a request carries in its Authorization header
+// (apiKey is its X-Api-Key header, which clients of other APIs send), or
+// says what is wrong with what it carries. The scheme is
+// case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
+func Bearer(authorization, apiKey string) (string, error) {
+	if authorization == "" {
+		if apiKey != "" {
+			return "", errAPIKeyHeader
+		}
+		return "", errNoKey
+	}
+	scheme, token, _ := strings.Cut(authorization, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		if _, _, err := ParseKey(strings.TrimSpace(authorization)); err == nil {
+			return "", errNoScheme
+		}
+		return "", errScheme
+	}
+	return strings.TrimSpace(token), nil
 }
 
 // Authenticator resolves keys, caching each resolution briefly.
@@ -131,7 +187,7 @@ func NewAuthenticator(s store.Store, clock tessera.Clock, ttl time.Duration) *Au
 func (a *Authenticator) Authenticate(ctx context.Context, bearer string) (*Actor, error) {
 	id, secret, err := ParseKey(bearer)
 	if err != nil {
-		return nil, tessera.ErrUnauthorized
+		return nil, errNotAKey
 	}
 	k, p, err := a.resolve(ctx, id)
 	if err != nil {

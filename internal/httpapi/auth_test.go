@@ -45,20 +45,29 @@ func TestAuthUnauthorizedMatrix(t *testing.T) {
 	// Past the key's expiry and past the authenticator's 5 s cache.
 	s.Clock.Advance(6 * time.Second)
 
+	// A 401 says what to do about what was sent — no key, the wrong
+	// header or scheme, a string that is no key at all — but never tells
+	// an unknown key from an expired or revoked one: those four (says "")
+	// answer one body, so a 401 is no oracle for which keys exist.
 	type cred struct {
-		name   string
-		header string // the whole Authorization header; "" = none
+		name    string
+		headers []string // header name, value pairs
+		says    string
 	}
+	bearer := func(v string) []string { return []string{"Authorization", v} }
+	const notAKey = "not a Tessera key"
 	creds := []cred{
-		{"missing header", ""},
-		{"not bearer", "Basic dXNlcjpwYXNz"},
-		{"empty bearer", "Bearer "},
-		{"malformed key", "Bearer not-a-key"},
-		{"malformed secret", "Bearer tsk_" + goodID + "_short"},
-		{"unknown key id", "Bearer tsk_nosuchkey0000_" + secret},
-		{"wrong secret", "Bearer tsk_" + goodID + "_" + repeat("Z", len(secret))},
-		{"expired key", "Bearer " + expiring},
-		{"revoked key", "Bearer " + revoked},
+		{"missing header", nil, "a key is required"},
+		{"the key in X-Api-Key", []string{"X-Api-Key", good}, "not in X-Api-Key"},
+		{"the key without its scheme", bearer(good), "without its scheme"},
+		{"not bearer", bearer("Basic dXNlcjpwYXNz"), "scheme must be Bearer"},
+		{"empty bearer", bearer("Bearer "), notAKey},
+		{"malformed key", bearer("Bearer not-a-key"), notAKey},
+		{"malformed secret", bearer("Bearer tsk_" + goodID + "_short"), notAKey},
+		{"unknown key id", bearer("Bearer tsk_nosuchkey0000_" + secret), ""},
+		{"wrong secret", bearer("Bearer tsk_" + goodID + "_" + repeat("Z", len(secret))), ""},
+		{"expired key", bearer("Bearer " + expiring), ""},
+		{"revoked key", bearer("Bearer " + revoked), ""},
 	}
 	routes := []struct {
 		method, path string
@@ -72,22 +81,22 @@ func TestAuthUnauthorizedMatrix(t *testing.T) {
 		{"GET", "/ns/other/v1/counts", nil},
 		{"POST", "/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", nil},
 	}
-	var first []byte
+	var invalid []byte
 	for _, c := range creds {
 		for _, rt := range routes {
-			var headers []string
-			if c.header != "" {
-				headers = []string{"Authorization", c.header}
-			}
-			r := s.do(rt.method, rt.path, "", rt.body, headers...)
-			wantError(t, r, 401, "unauthorized", "")
+			r := s.do(rt.method, rt.path, "", rt.body, c.headers...)
+			e := wantError(t, r, 401, "unauthorized", "")
 			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Fatalf("%s %s with %s: WWW-Authenticate %q", rt.method, rt.path, c.name, r.Header.Get("WWW-Authenticate"))
 			}
-			if first == nil {
-				first = r.Body
-			} else if !bytes.Equal(r.Body, first) {
-				t.Fatalf("%s %s with %s: body %s differs from %s", rt.method, rt.path, c.name, r.Body, first)
+			switch {
+			case c.says != "" && !strings.Contains(e.Error.Message, c.says):
+				t.Fatalf("%s %s with %s: %q does not say %q", rt.method, rt.path, c.name, e.Error.Message, c.says)
+			case c.says != "":
+			case invalid == nil:
+				invalid = r.Body
+			case !bytes.Equal(r.Body, invalid):
+				t.Fatalf("%s %s with %s: body %s differs from %s", rt.method, rt.path, c.name, r.Body, invalid)
 			}
 		}
 	}

@@ -226,15 +226,14 @@ func (s *Server) trusted(a netip.Addr) bool {
 	return false
 }
 
-// authenticate is step 1 of §4: the bearer key of r, resolved, and a
-// session key's quota is spent per operation (ops.Exec.Do), not here.
+// authenticate is step 1 of §4: the bearer key of r, resolved. A session
+// key's quota is spent per operation (ops.Exec.Do), not here.
 func (s *Server) authenticate(r *http.Request) (*auth.Actor, error) {
-	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer" is Bearer.
-	scheme, bearer, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil, tessera.ErrUnauthorized
+	bearer, err := auth.Bearer(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	if err != nil {
+		return nil, err
 	}
-	return s.core.Auth().Authenticate(r.Context(), strings.TrimSpace(bearer))
+	return s.core.Auth().Authenticate(r.Context(), bearer)
 }
 
 type statusRecorder struct {

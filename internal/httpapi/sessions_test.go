@@ -299,3 +299,19 @@ func TestSessionsAdvertised(t *testing.T) {
 		}
 	}
 }
+
+// A session key that calls without its namespace meets main, and the 403
+// says which namespace it can use, over HTTP and over MCP alike.
+func TestSessionForbiddenSaysWhereToGo(t *testing.T) {
+	s, _ := newSessionServer(t, t.TempDir(), tessera.NewManualClock(time.Now()), core.DefaultSessionConfig())
+	sess := s.mint("198.51.100.4")
+	e := wantError(t, s.do("GET", "/v1/counts", sess.Key, nil), 403, "forbidden", "")
+	if !strings.Contains(e.Error.Message, `namespace "`+sess.Namespace+`"`) || !strings.Contains(e.Error.Message, "/ns/"+sess.Namespace+"/") {
+		t.Fatalf("403 over HTTP: %q", e.Error.Message)
+	}
+	r := s.do("POST", "/mcp", sess.Key, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": "counts", "arguments": map[string]any{}}})
+	if !strings.Contains(string(r.Body), `can use namespace \"`+sess.Namespace+`\"`) {
+		t.Fatalf("403 over MCP: %s", r.Body)
+	}
+}

@@ -72,9 +72,10 @@ func ErrorCode(err error) Code {
 
 // Shared errors whose wording never varies.
 var (
-	// ErrUnauthorized is the single answer for a missing, malformed, unknown,
-	// expired or revoked key: the body must not tell them apart.
-	ErrUnauthorized = &Error{Code: CodeUnauthorized, Message: "a valid API key is required"}
+	// ErrUnauthorized is the single answer for an unknown, expired or
+	// revoked key: the body must not tell them apart, or a 401 would say
+	// which keys exist.
+	ErrUnauthorized = &Error{Code: CodeUnauthorized, Message: "the key is not valid: unknown, expired or revoked"}
 	ErrLeaseLost    = &Error{Code: CodeLeaseLost, Message: "the lease token is not the task's live lease"}
 )
 

@@ -246,7 +246,7 @@ func liveLease(task *tessera.Task, err error, id, token string, now time.Time) (
 	if err != nil {
 		return nil, notFound(err, "task", id)
 	}
-	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task.Lease.TokenHash) {
+	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task) {
 		return nil, tessera.ErrLeaseLost
 	}
 	if !now.Before(task.Lease.ExpiresAt) {
@@ -303,14 +303,16 @@ func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) 
 // can write it in the same statement that picks the task.
 func leaseToken(taskID, secret string) string { return taskID + "." + secret }
 
-// tokenMatches reports whether token is the lease whose stored hash is
-// hash. Leases granted before the secret alone was hashed stored the hash
-// of the whole token; they are still recognized, so an upgrade does not
-// take live leases from their holders.
-func tokenMatches(token string, hash []byte) bool {
-	_, secret, _ := strings.Cut(token, ".")
-	return subtle.ConstantTimeCompare(hashToken(secret), hash) == 1 ||
-		subtle.ConstantTimeCompare(hashToken(token), hash) == 1
+// tokenMatches reports whether token is the task's lease exactly as it
+// was issued: the task's own id, a dot, and the secret whose hash the
+// lease holds. A token is a fencing token, so nothing else passes — not a
+// prefixed copy, nor another task's id before this secret. (Leases granted
+// by development builds before the secret alone was hashed are not
+// recognized: none was ever released, and such a holder gets lease_lost
+// and its task lapses back to its queue.)
+func tokenMatches(token string, task *tessera.Task) bool {
+	id, secret, ok := strings.Cut(token, ".")
+	return ok && id == task.ID && subtle.ConstantTimeCompare(hashToken(secret), task.Lease.TokenHash) == 1
 }
 
 // leaseTaskID returns the task id a lease token names.

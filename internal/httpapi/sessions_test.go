@@ -227,10 +227,21 @@ func TestSessionKeyLimits(t *testing.T) {
 	wantError(t, s.do("POST", nsPath(a.Namespace, "/v1/tasks"), a.Key, big), 413, "payload_too_large", "")
 	small := map[string]any{"title": "t", "payload": map[string]any{"s": strings.Repeat("x", 60<<10)}}
 	s.must(201, "POST", nsPath(a.Namespace, "/v1/tasks"), a.Key, small)
-	// A blob upload's bytes are held to the same limit.
-	data := make([]byte, 65<<10)
+	// A blob upload's bytes are held to the same limit, so a blob over it
+	// is refused when declared, naming the limit: its bytes could never
+	// be sent. One at the limit is declared with that limit and sent.
+	e := wantError(t, s.do("POST", nsPath(a.Namespace, "/v1/blobs"), a.Key,
+		map[string]any{"sha256": sum(make([]byte, 70_000)), "size": 70_000}), 413, "payload_too_large", "")
+	if !strings.Contains(e.Error.Message, "65536") {
+		t.Errorf("the refusal %q does not name the limit, 65536 bytes", e.Error.Message)
+	}
+	data := make([]byte, 64<<10)
 	d := s.declare(201, a.Namespace, a.Key, data, nil)
-	wantError(t, s.do("PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, data), 413, "payload_too_large", "")
+	if d.MaxBytes != 64<<10 {
+		t.Errorf("declared for a session key with max_bytes %d, want 65536", d.MaxBytes)
+	}
+	s.must(200, "PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, data)
+	wantError(t, s.do("PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, append(data, 0)), 413, "payload_too_large", "")
 
 	wantError(t, s.do("GET", "/v1/tasks", a.Key, nil), 403, "forbidden", "")
 	wantError(t, s.do("GET", nsPath(b.Namespace, "/v1/tasks"), a.Key, nil), 403, "forbidden", "")

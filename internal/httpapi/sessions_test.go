@@ -3,12 +3,15 @@ package httpapi_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,6 +175,36 @@ func TestSessionPerAddressLimit(t *testing.T) {
 	plain := newTestServer(t, func(c *core.Config) { c.Sessions.PerAddress = 1 })
 	plain.must(201, "POST", "/v1/sessions", "", nil, from("192.0.2.1")...)
 	wantError(t, plain.do("POST", "/v1/sessions", "", nil, from("192.0.2.2")...), 429, "rate_limited", "")
+}
+
+// The per-address limit holds when an address mints many sessions at
+// once: of 40 simultaneous mints from one address, exactly the limit's 10
+// succeed and the rest are 429 — on PostgreSQL too, whose writers run
+// concurrently.
+func TestSessionPerAddressLimitUnderConcurrentMints(t *testing.T) {
+	s := newTestServer(t) // every request from 127.0.0.1; the default limit of 10
+	const attempts = 40
+	statuses := make(chan int, attempts)
+	var wg sync.WaitGroup
+	for range attempts {
+		wg.Go(func() {
+			r, err := s.send(http.DefaultClient, 30*time.Second, "POST", "/v1/sessions", "", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses <- r.Status
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	got := map[int]int{}
+	for status := range statuses {
+		got[status]++
+	}
+	if want := (map[int]int{201: 10, 429: attempts - 10}); !maps.Equal(got, want) {
+		t.Errorf("%d simultaneous mints from one address: %v, want %v", attempts, got, want)
+	}
 }
 
 // The global allowance accrues evenly: a tenth at once, then one session

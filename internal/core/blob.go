@@ -195,11 +195,17 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 		}
 		switch {
 		case !set:
-			// The first upload of a namespace sets its policy.
+			// The first upload of a namespace sets its policy, once: of
+			// concurrent first uploads one stores it, and the others run
+			// again and meet it like any later upload.
 			if p.RawPolicy != "" {
 				policy = p.RawPolicy
 			}
-			if err := tx.NamespaceSettingsPut(ctx, &tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now}); err != nil {
+			err := tx.NamespaceSettingsCreate(ctx, &tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now})
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("raw policy of namespace %s set meanwhile: %w", ns, store.ErrRetry)
+			}
+			if err != nil {
 				return err
 			}
 		case p.RawPolicy != "" && p.RawPolicy != policy:

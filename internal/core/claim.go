@@ -108,7 +108,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
 			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
 		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(s.pollWait(wait))
 		select {
 		case <-woken:
 		case <-timer.C:
@@ -126,6 +126,22 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		default:
 		}
 	}
+}
+
+// deafPoll is how long a long-poll sleeps at a time while the store's
+// listener is unhealthy.
+const deafPoll = time.Second
+
+// pollWait is how long a long-poll with left to wait sleeps before it
+// looks again: all of it, to be woken by a signal, unless the store may
+// not hear other nodes' signals now (a listener found silent or down) —
+// then it looks again every deafPoll, so none sleeps past a task that
+// another node made ready.
+func (s *Service) pollWait(left time.Duration) time.Duration {
+	if l, ok := s.StoreListener(); ok && !l.Healthy {
+		return min(left, deafPoll)
+	}
+	return left
 }
 
 func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
@@ -505,7 +521,7 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 			}
 			return out, s.auditEvents(ctx, a, ns, id, wait, out)
 		}
-		timer := time.NewTimer(left)
+		timer := time.NewTimer(s.pollWait(left))
 		select {
 		case <-woken:
 		case <-timer.C:

@@ -57,6 +57,8 @@ type DB struct {
 	channel  string // the schema's notification channel
 	listen   atomic.Pointer[func(string)]
 	listener *listener
+	// probeEvery and probeDeadline pace the listener's probes.
+	probeEvery, probeDeadline time.Duration
 
 	closeOnce sync.Once
 }
@@ -85,7 +87,8 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 	if !strings.Contains(url, "pool_max_conns=") { // in a URL's query or a key=value string alike
 		cfg.MaxConns = DefaultPoolSize
 	}
-	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12)}
+	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12),
+		probeEvery: probeEvery, probeDeadline: probeDeadline}
 	for _, o := range opts {
 		o(db)
 	}

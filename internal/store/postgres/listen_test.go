@@ -75,10 +75,7 @@ func TestSilentListenerIsNoticed(t *testing.T) {
 		postgres.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	dbB := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(context.Background(), dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	a, b := newNode(t, dbA, clock, key), newNode(t, dbB, clock, key)
 	enqueue := func(q string) {
 		t.Helper()

@@ -213,6 +213,16 @@ func pauseOnce(method string, armed, paused, resume chan struct{}) func(string) 
 	}
 }
 
+// adminKey makes an admin key in st, as a server's first start does.
+func adminKey(t *testing.T, st store.Store, clock tessera.Clock) string {
+	t.Helper()
+	key, err := core.CreateAdminKey(context.Background(), st, clock, "", "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // node is one service on the shared schema.
 type node struct {
 	svc   *core.Service
@@ -248,10 +258,7 @@ func TestRecordWriteHoldsTheLease(t *testing.T) {
 	dbA := openDB(t, url, newMeter())
 	dbB := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	inCheck, resume := make(chan struct{}), make(chan struct{})
 	armed := make(chan struct{})
 	a := newNode(t, pauseStore{Store: dbA, hook: pauseOnce("RecordHead", armed, inCheck, resume)}, clock, key)
@@ -322,10 +329,7 @@ func TestFirstUploadsSetThePolicyOnce(t *testing.T) {
 	dbA := openDB(t, url, newMeter())
 	dbB := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	checked, resume, armed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	a := newNode(t, pauseStore{Store: dbA, hook: pauseOnce("NamespaceSettingsGet", armed, checked, resume)}, clock, key)
 	b := newNode(t, dbB, clock, key)
@@ -374,10 +378,7 @@ func TestRecordWriteAfterReclaimIsLost(t *testing.T) {
 	ctx := context.Background()
 	dbA := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	a := newNode(t, dbA, clock, key)
 	if _, err := a.svc.Enqueue(ctx, a.actor, "main", core.EnqueueParams{Queue: "q", Title: "t"}, ""); err != nil {
 		t.Fatal(err)
@@ -412,10 +413,7 @@ func TestNodesLeasesUnderLapses(t *testing.T) {
 	dbA := openDB(t, url+"&pool_max_conns=6", newMeter())
 	dbB := openDB(t, url+"&pool_max_conns=6", newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	nodes := []*node{newNode(t, dbA, clock, key), newNode(t, dbB, clock, key)}
 	const tasks = 12
 	maxAttempts := 100
@@ -486,7 +484,7 @@ func TestNodesLeasesUnderLapses(t *testing.T) {
 	tick.Wait()
 
 	runs := map[string]tessera.Run{}
-	err = dbA.View(ctx, func(tx store.Tx) error {
+	err := dbA.View(ctx, func(tx store.Tx) error {
 		all, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 100})
 		if err != nil {
 			return err

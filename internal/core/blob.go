@@ -169,6 +169,12 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 	if a, _, err = s.blobWriter(ctx, a, ns, ActBlobDeclare); err != nil {
 		return nil, err
 	}
+	// Bytes this caller could never send (a session key's uploads are
+	// held to its body cap) are refused now, not after the upload.
+	limit := BodyLimit(a, s.MaxBlobBytes())
+	if *p.Size > limit {
+		return nil, uploadTooLarge(limit)
+	}
 	var out BlobDeclared
 	err = s.update(ctx, ns, func(tx store.Tx, now time.Time) error {
 		u := tessera.Upload{Namespace: ns, ID: ids.New(now), SHA256: sum, Size: *p.Size, ContentType: p.ContentType,
@@ -186,11 +192,17 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 		}
 		switch {
 		case !set:
-			// The first upload of a namespace sets its policy.
+			// The first upload of a namespace sets its policy, once: of
+			// concurrent first uploads one stores it, and the others run
+			// again and meet it like any later upload.
 			if p.RawPolicy != "" {
 				policy = p.RawPolicy
 			}
-			if err := tx.NamespaceSettingsPut(ctx, &tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now}); err != nil {
+			err := tx.NamespaceSettingsCreate(ctx, &tessera.NamespaceSettings{Namespace: ns, RawPolicy: policy, UpdatedAt: now})
+			if errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("raw policy of namespace %s set meanwhile: %w", ns, store.ErrRetry)
+			}
+			if err != nil {
 				return err
 			}
 		case p.RawPolicy != "" && p.RawPolicy != policy:
@@ -223,7 +235,7 @@ func (s *Service) DeclareBlob(ctx context.Context, a *auth.Actor, ns string, p D
 			return err
 		}
 		expires := now.Add(UploadTTL)
-		out = BlobDeclared{UploadID: u.ID, ExpiresAt: &expires, MaxBytes: s.MaxBlobBytes()}
+		out = BlobDeclared{UploadID: u.ID, ExpiresAt: &expires, MaxBytes: limit}
 		return nil
 	})
 	if err = s.noticeLapse(ctx, ns, p.LeaseToken, err); err != nil {
@@ -279,7 +291,7 @@ func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, 
 	var readErr *blobfs.ReadError
 	switch {
 	case errors.Is(err, blobfs.ErrTooLarge):
-		return nil, &tessera.Error{Code: tessera.CodePayloadTooLarge, Message: fmt.Sprintf("a blob upload is at most %d bytes here", limit)}
+		return nil, uploadTooLarge(limit)
 	case errors.As(err, &readErr):
 		return nil, tessera.Errorf(tessera.CodeInvalidRequest, "the upload body could not be read to its end")
 	case err != nil:
@@ -287,6 +299,11 @@ func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, 
 	}
 	s.Count(a.Principal.ID, ns, ActBlobUpload, "ok") // a pre-check of the commit
 	return &UploadReceived{UploadID: id, Size: got.Size, SHA256: got.SHA256, Matches: got.Size == u.Size && got.SHA256 == u.SHA256}, nil
+}
+
+// uploadTooLarge refuses blob bytes over limit, the caller's upload cap.
+func uploadTooLarge(limit int64) error {
+	return tessera.Errorf(tessera.CodePayloadTooLarge, "a blob upload is at most %d bytes here", limit)
 }
 
 // BlobInfo is a blob's metadata with its reference.

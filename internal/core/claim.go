@@ -102,7 +102,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 			known := s.queueKnown(ctx, ns, p.Queue)
 			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known}, nil
 		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(s.pollWait(wait))
 		select {
 		case <-woken:
 		case <-timer.C:
@@ -120,6 +120,22 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		default:
 		}
 	}
+}
+
+// deafPoll is how long a long-poll sleeps at a time while the store's
+// listener is unhealthy.
+const deafPoll = time.Second
+
+// pollWait is how long a long-poll with left to wait sleeps before it
+// looks again: all of it, to be woken by a signal, unless the store may
+// not hear other nodes' signals now (a listener found silent or down) —
+// then it looks again every deafPoll, so none sleeps past a task that
+// another node made ready.
+func (s *Service) pollWait(left time.Duration) time.Duration {
+	if l, ok := s.StoreListener(); ok && !l.Healthy {
+		return min(left, deafPoll)
+	}
+	return left
 }
 
 func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
@@ -240,7 +256,7 @@ func liveLease(task *tessera.Task, err error, id, token string, now time.Time) (
 	if err != nil {
 		return nil, notFound(err, "task", id)
 	}
-	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task.Lease.TokenHash) {
+	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task) {
 		return nil, tessera.ErrLeaseLost
 	}
 	if !now.Before(task.Lease.ExpiresAt) {
@@ -297,14 +313,16 @@ func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) 
 // can write it in the same statement that picks the task.
 func leaseToken(taskID, secret string) string { return taskID + "." + secret }
 
-// tokenMatches reports whether token is the lease whose stored hash is
-// hash. Leases granted before the secret alone was hashed stored the hash
-// of the whole token; they are still recognized, so an upgrade does not
-// take live leases from their holders.
-func tokenMatches(token string, hash []byte) bool {
-	_, secret, _ := strings.Cut(token, ".")
-	return subtle.ConstantTimeCompare(hashToken(secret), hash) == 1 ||
-		subtle.ConstantTimeCompare(hashToken(token), hash) == 1
+// tokenMatches reports whether token is the task's lease exactly as it
+// was issued: the task's own id, a dot, and the secret whose hash the
+// lease holds. A token is a fencing token, so nothing else passes — not a
+// prefixed copy, nor another task's id before this secret. (Leases granted
+// by development builds before the secret alone was hashed are not
+// recognized: none was ever released, and such a holder gets lease_lost
+// and its task lapses back to its queue.)
+func tokenMatches(token string, task *tessera.Task) bool {
+	id, secret, ok := strings.Cut(token, ".")
+	return ok && id == task.ID && subtle.ConstantTimeCompare(hashToken(secret), task.Lease.TokenHash) == 1
 }
 
 // leaseTaskID returns the task id a lease token names.
@@ -474,7 +492,7 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 			}
 			return out, s.auditEvents(ctx, a, ns, id, wait, out)
 		}
-		timer := time.NewTimer(left)
+		timer := time.NewTimer(s.pollWait(left))
 		select {
 		case <-woken:
 		case <-timer.C:

@@ -137,6 +137,16 @@ func (s *Service) StoreCommits() (store.CommitStats, bool) {
 	return c.CommitStats(), true
 }
 
+// StoreListener reports the health of the store's connection for other
+// nodes' notifications, when the backend has one (PostgreSQL's LISTEN).
+func (s *Service) StoreListener() (store.ListenerStats, bool) {
+	l, ok := s.store.(watchedStore).Store.(interface{ ListenerStats() store.ListenerStats })
+	if !ok {
+		return store.ListenerStats{}, false
+	}
+	return l.ListenerStats(), true
+}
+
 // Config returns the configuration the service runs with.
 func (s *Service) Config() Config { return s.cfg }
 

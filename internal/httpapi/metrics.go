@@ -107,12 +107,15 @@ var (
 	descWrites           = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one).", nil, nil)
 	descWriteSeconds     = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "Time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
 	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
+	descListenerHealthy  = prometheus.NewDesc("tessera_listener_healthy", "1 while the connection that hears other nodes (PostgreSQL LISTEN) is up and hears its probes; 0 while long-polls short-poll instead.", nil, nil)
+	descListenerAge      = prometheus.NewDesc("tessera_listener_last_notify_age_seconds", "Seconds since the listening connection last heard a notification, its own probes (every 5 s) included.", nil, nil)
 )
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
 		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descOmitted,
-		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError} {
+		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError,
+		descListenerHealthy, descListenerAge} {
 		ch <- d
 	}
 }
@@ -145,6 +148,15 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		for phase, d := range n.Phases() {
 			counter(descWriteSeconds, d.Seconds(), phase)
 		}
+	}
+
+	if l, ok := c.svc.StoreListener(); ok {
+		healthy := 0.0
+		if l.Healthy {
+			healthy = 1
+		}
+		gauge(descListenerHealthy, healthy)
+		gauge(descListenerAge, time.Since(l.LastHeard).Seconds())
 	}
 
 	runs := c.svc.RunTotals()

@@ -119,6 +119,16 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		t.Errorf("tessera_store_write_transactions_total present %t, want %t", ok, groupCommit)
 	}
 
+	// A store that hears other nodes through a connection of its own
+	// says whether it is up (1 here) and when it last heard anything.
+	_, listens := s.DB.(interface{ ListenerStats() store.ListenerStats })
+	if v, ok := m["tessera_listener_healthy"]; ok != listens || listens && v != 1 {
+		t.Errorf("tessera_listener_healthy = %v (present %t), want 1 only if the store listens (%t)", v, ok, listens)
+	}
+	if v, ok := m["tessera_listener_last_notify_age_seconds"]; ok != listens || v < 0 {
+		t.Errorf("tessera_listener_last_notify_age_seconds = %v (present %t), want present only if the store listens (%t)", v, ok, listens)
+	}
+
 	check := exec.Command(promtool, "check", "metrics")
 	check.Stdin = bytes.NewReader(body)
 	if out, err := check.CombinedOutput(); err != nil {

@@ -3,12 +3,15 @@ package httpapi_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,6 +177,36 @@ func TestSessionPerAddressLimit(t *testing.T) {
 	wantError(t, plain.do("POST", "/v1/sessions", "", nil, from("192.0.2.2")...), 429, "rate_limited", "")
 }
 
+// The per-address limit holds when an address mints many sessions at
+// once: of 40 simultaneous mints from one address, exactly the limit's 10
+// succeed and the rest are 429 — on PostgreSQL too, whose writers run
+// concurrently.
+func TestSessionPerAddressLimitUnderConcurrentMints(t *testing.T) {
+	s := newTestServer(t) // every request from 127.0.0.1; the default limit of 10
+	const attempts = 40
+	statuses := make(chan int, attempts)
+	var wg sync.WaitGroup
+	for range attempts {
+		wg.Go(func() {
+			r, err := s.send(http.DefaultClient, 30*time.Second, "POST", "/v1/sessions", "", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses <- r.Status
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	got := map[int]int{}
+	for status := range statuses {
+		got[status]++
+	}
+	if want := (map[int]int{201: 10, 429: attempts - 10}); !maps.Equal(got, want) {
+		t.Errorf("%d simultaneous mints from one address: %v, want %v", attempts, got, want)
+	}
+}
+
 // The global allowance accrues evenly: a tenth at once, then one session
 // per 3.6 s at 1,000 an hour; a refusal's Retry-After is when the next
 // token arrives. The bucket lives in the store: a restart keeps it.
@@ -227,10 +260,21 @@ func TestSessionKeyLimits(t *testing.T) {
 	wantError(t, s.do("POST", nsPath(a.Namespace, "/v1/tasks"), a.Key, big), 413, "payload_too_large", "")
 	small := map[string]any{"title": "t", "payload": map[string]any{"s": strings.Repeat("x", 60<<10)}}
 	s.must(201, "POST", nsPath(a.Namespace, "/v1/tasks"), a.Key, small)
-	// A blob upload's bytes are held to the same limit.
-	data := make([]byte, 65<<10)
+	// A blob upload's bytes are held to the same limit, so a blob over it
+	// is refused when declared, naming the limit: its bytes could never
+	// be sent. One at the limit is declared with that limit and sent.
+	e := wantError(t, s.do("POST", nsPath(a.Namespace, "/v1/blobs"), a.Key,
+		map[string]any{"sha256": sum(make([]byte, 70_000)), "size": 70_000}), 413, "payload_too_large", "")
+	if !strings.Contains(e.Error.Message, "65536") {
+		t.Errorf("the refusal %q does not name the limit, 65536 bytes", e.Error.Message)
+	}
+	data := make([]byte, 64<<10)
 	d := s.declare(201, a.Namespace, a.Key, data, nil)
-	wantError(t, s.do("PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, data), 413, "payload_too_large", "")
+	if d.MaxBytes != 64<<10 {
+		t.Errorf("declared for a session key with max_bytes %d, want 65536", d.MaxBytes)
+	}
+	s.must(200, "PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, data)
+	wantError(t, s.do("PUT", nsPath(a.Namespace, "/v1/blobs/uploads/"+d.UploadID), a.Key, append(data, 0)), 413, "payload_too_large", "")
 
 	wantError(t, s.do("GET", "/v1/tasks", a.Key, nil), 403, "forbidden", "")
 	wantError(t, s.do("GET", nsPath(b.Namespace, "/v1/tasks"), a.Key, nil), 403, "forbidden", "")

@@ -67,4 +67,8 @@ type RecordTx interface {
 	NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.NamespaceSettings, error)
 	// NamespaceSettingsPut creates or replaces a namespace's settings.
 	NamespaceSettingsPut(ctx context.Context, s *tessera.NamespaceSettings) error
+	// NamespaceSettingsCreate stores a namespace's first settings, first
+	// wins: ErrConflict if it has settings, a concurrent create's
+	// included (waited for until it commits or rolls back).
+	NamespaceSettingsCreate(ctx context.Context, s *tessera.NamespaceSettings) error
 }

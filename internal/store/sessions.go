@@ -16,6 +16,10 @@ type SessionTx interface {
 	SessionTake(ctx context.Context, now time.Time, capacity, perHour float64) (ok bool, wait time.Duration, err error)
 	// SessionMints counts the sessions minted by any of addrs (address
 	// hashes) at or after since, and returns the oldest of those times.
+	// It holds those addresses until the transaction ends: a concurrent
+	// SessionMints of any of them waits, then counts what this one
+	// added, so a count and the SessionMintAdd it allows, in one
+	// transaction, are never raced past a limit.
 	SessionMints(ctx context.Context, addrs []string, since time.Time) (n int, oldest time.Time, err error)
 	// SessionMintAdd records that addr minted session at at.
 	SessionMintAdd(ctx context.Context, addr, session string, at time.Time) error

@@ -64,8 +64,9 @@ type Store interface {
 	View(ctx context.Context, fn func(Tx) error) error
 	// Listen sets the function that receives every topic notified by a
 	// committed transaction (Tx.Notify) on any node of the deployment,
-	// this one included, and TopicGap after a stretch in which some may
-	// have been missed. Set once, before serving.
+	// this one included, and TopicGap whenever some may have been missed:
+	// when the way other nodes' topics arrive is found broken, and again
+	// once it is back. Set once, before serving.
 	Listen(fn func(topic string))
 	Close() error
 }
@@ -207,6 +208,18 @@ func (s CommitStats) Phases() iter.Seq2[string, time.Duration] {
 			}
 		}
 	}
+}
+
+// ListenerStats is what a backend that hears other nodes through a
+// connection of its own (PostgreSQL's LISTEN) reports of it. While it is
+// not Healthy, Store.Listen's function may miss topics, so long-polls
+// must not rely on being woken.
+type ListenerStats struct {
+	// Healthy: connected, and its last probe was heard back in time.
+	Healthy bool
+	// LastHeard is when it last heard a notification, its own probes
+	// included.
+	LastHeard time.Time
 }
 
 // Namespace is a namespace that has been written to.

@@ -57,6 +57,8 @@ type DB struct {
 	channel  string // the schema's notification channel
 	listen   atomic.Pointer[func(string)]
 	listener *listener
+	// probeEvery and probeDeadline pace the listener's probes.
+	probeEvery, probeDeadline time.Duration
 
 	closeOnce sync.Once
 }
@@ -85,7 +87,13 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 	if !strings.Contains(url, "pool_max_conns=") { // in a URL's query or a key=value string alike
 		cfg.MaxConns = DefaultPoolSize
 	}
-	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12)}
+	// pgxpool's default, and every connection handed to the second
+	// attempt of a transaction whose connection broke (attempt).
+	cfg.ShouldPing = func(ctx context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > time.Second || ctx.Value(pingFirst{}) != nil
+	}
+	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12),
+		probeEvery: probeEvery, probeDeadline: probeDeadline}
 	for _, o := range opts {
 		o(db)
 	}
@@ -151,7 +159,7 @@ func (db *DB) deliver(topic string) {
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var topics []string
 	err := store.Retry(ctx, func() (err error) {
-		topics, err = db.run(ctx, false, fn)
+		topics, err = db.attempt(ctx, false, fn)
 		return err
 	})
 	if err == nil {
@@ -164,22 +172,48 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // View runs fn in a REPEATABLE READ READ ONLY transaction: one snapshot.
 func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
-	_, err := db.run(ctx, true, fn)
+	_, err := db.attempt(ctx, true, fn)
 	return err
 }
 
+// pingFirst marks the context of an attempt whose connection must be
+// pinged before it is used.
+type pingFirst struct{}
+
+// attempt runs a transaction, and once more when its connection broke
+// before its COMMIT could reach the server: such a transaction provably
+// did not commit, so running it again does nothing twice. That is what
+// the first request to draw a pooled connection left over from before a
+// database restart meets (the pool pings only connections idle for a
+// second). The second run's connection is pinged first, so a stale one
+// is dropped, not used. A broken connection during the COMMIT itself is
+// not retried: the commit may have happened (outcomeUnknown).
+func (db *DB) attempt(ctx context.Context, view bool, fn func(store.Tx) error) ([]string, error) {
+	topics, lost, err := db.run(ctx, view, fn)
+	if lost && ctx.Err() == nil {
+		db.log.Info("postgres: a transaction's connection broke before its commit; running it again on another", "err", err)
+		topics, _, err = db.run(context.WithValue(ctx, pingFirst{}, true), view, fn)
+	}
+	return topics, err
+}
+
 // run is one attempt of a transaction: BEGIN, fn, then in one round trip
-// the notifications, the meter's row counts and COMMIT.
-func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topics []string, err error) {
+// the notifications, the meter's row counts and COMMIT. lost reports that
+// it failed because its connection broke before anything of its COMMIT
+// was sent (or, read-only, at any point): it did not commit.
+func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topics []string, lost bool, err error) {
 	if err := db.meter.ReadRefusal(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	refusing := !view && db.meter.WriteRefusal() != nil
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return nil, translate(fmt.Errorf("postgres: acquire: %w", err), false, db.meter)
+		return nil, false, translate(fmt.Errorf("postgres: acquire: %w", err), false, db.meter)
 	}
 	defer conn.Release()
+	// A connection closed by a failure holds no transaction any more: the
+	// server rolled back whatever it had done.
+	broke := func() bool { return conn.Conn().IsClosed() }
 	begin := "BEGIN ISOLATION LEVEL READ COMMITTED"
 	switch {
 	case view:
@@ -198,18 +232,20 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	b.Queue(db.statsSQL).QueryRow(start.scan)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		rollback(conn.Conn())
-		return nil, translate(fmt.Errorf("postgres: begin: %w", err), refusing, db.meter)
+		return nil, broke(), translate(fmt.Errorf("postgres: begin: %w", err), refusing, db.meter)
 	}
 	t := &tx{db: db, c: conn.Conn(), readOnly: view || refusing, refusing: refusing}
 	done := false
 	defer func() {
-		if !done { // fn failed or panicked: nothing it did stays
+		if !done { // fn panicked: nothing it did stays
 			rollback(conn.Conn())
 		}
 	}()
 	if err := fn(t); err != nil {
 		db.countFailed(ctx, conn.Conn(), start)
-		return nil, err
+		rollback(conn.Conn())
+		done = true
+		return nil, broke(), err
 	}
 	if view {
 		t.topics = nil // a View changed nothing to tell anyone of
@@ -217,10 +253,18 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	end, err := db.commit(ctx, conn.Conn(), !t.readOnly, t.topics)
 	done = true
 	if err != nil {
-		return nil, translate(fmt.Errorf("postgres: commit: %w", err), refusing, db.meter)
+		err = fmt.Errorf("postgres: commit: %w", err)
+		switch {
+		case pgconn.SafeToRetry(err), t.readOnly && broke():
+			// Nothing of the commit was sent, or nothing was to commit.
+			return nil, true, translate(err, refusing, db.meter)
+		case broke() && ctx.Err() == nil:
+			return nil, false, outcomeUnknown(err)
+		}
+		return nil, false, translate(err, refusing, db.meter)
 	}
 	db.meter.Add(ctx, end.written-start.written, end.read-start.read)
-	return t.topics, nil
+	return t.topics, false, nil
 }
 
 // counts are the meter's counters of a connection (readStatsSQL).
@@ -416,6 +460,15 @@ func translate(err error, refusing bool, m *meter.Meter) error {
 		return unavailable(err)
 	}
 	return err
+}
+
+// outcomeUnknown is the answer to a commit whose connection broke after
+// the COMMIT may have reached the server: it may have committed or not.
+// It is never retried here; the client's retry with its Idempotency-Key
+// finds the first answer if it did.
+func outcomeUnknown(err error) error {
+	return errors.Join(&tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: unavailableAfter + rand.N(time.Second),
+		Message: "the connection to the database broke while committing; outcome unknown; retry with the same Idempotency-Key"}, err)
 }
 
 func unavailable(err error) error {

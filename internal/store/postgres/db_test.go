@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -442,5 +444,90 @@ func TestNULInTextIsInvalid(t *testing.T) {
 	err := db.Update(context.Background(), func(st store.Tx) error { return st.TaskInsert(context.Background(), bad) })
 	if !isCode(err, tessera.CodeInvalidRequest) {
 		t.Errorf("a title holding NUL: %v, want invalid_request", err)
+	}
+}
+
+// A pooled connection whose backend is gone — the server restarted, or
+// an operator ended it — fails the first transaction that draws it before
+// anything of it reaches a live backend. That transaction is run again on
+// a connection that answers, once: no request is answered 503 for it,
+// and each transaction's write is there once.
+func TestStaleConnectionsAreRetried(t *testing.T) {
+	const conns = 4
+	url := pgtest.Schema(t)
+	db := open(t, fmt.Sprintf("%s&pool_max_conns=%d", url, conns), newMeter())
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	// Every connection of the pool in use at once, then idle: the pool
+	// pings none of them before handing it out again for a second.
+	pids := make(chan uint32, conns)
+	var started sync.WaitGroup
+	started.Add(conns)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			err := db.View(ctx, func(st store.Tx) error {
+				pids <- st.(*tx).c.PgConn().PID()
+				started.Done()
+				started.Wait()
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	close(pids)
+	var backends []int32
+	for pid := range pids {
+		backends = append(backends, int32(pid))
+	}
+	var ended int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(p, 5000)) FROM unnest($1::int4[]) p`, backends).Scan(&ended); err != nil || ended != conns {
+		t.Fatalf("terminated %d of the pool's %d backends: %v", ended, conns, err)
+	}
+	for i := range conns {
+		id := fmt.Sprintf("01S%d", i)
+		if err := db.Update(ctx, func(st store.Tx) error { return st.TaskInsert(ctx, task(id)) }); err != nil {
+			t.Errorf("transaction %d after the pool's backends ended: %v", i+1, err)
+		}
+	}
+	var tasks int
+	pgtest.SQL(t, url, `SELECT count(*) FROM tasks`, &tasks)
+	if tasks != conns {
+		t.Errorf("%d tasks stored by %d transactions, want one each", tasks, conns)
+	}
+}
+
+// A connection that breaks once its COMMIT may have reached the server is
+// not retried — the commit may have happened — and the answer says so:
+// 503, outcome unknown, retry with the same Idempotency-Key.
+func TestBrokenCommitIsNotRetried(t *testing.T) {
+	url := pgtest.Schema(t)
+	db := open(t, url, newMeter())
+	// A deferred trigger ends its own backend when the commit runs it.
+	pgtest.SQL(t, url, `CREATE TABLE doomed (id int)`)
+	pgtest.SQL(t, url, `CREATE FUNCTION end_backend() RETURNS trigger LANGUAGE plpgsql AS
+ $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$`)
+	pgtest.SQL(t, url, `CREATE CONSTRAINT TRIGGER doomed AFTER INSERT ON doomed DEFERRABLE INITIALLY DEFERRED
+ FOR EACH ROW EXECUTE FUNCTION end_backend()`)
+	runs := 0
+	err := db.Update(context.Background(), func(st store.Tx) error {
+		runs++
+		_, err := st.(*tx).exec(context.Background(), `INSERT INTO doomed VALUES (1)`)
+		return err
+	})
+	var te *tessera.Error
+	if !errors.As(err, &te) || te.Code != tessera.CodeUnavailable || te.RetryAfter <= 0 ||
+		!strings.Contains(te.Message, "outcome unknown; retry with the same Idempotency-Key") {
+		t.Errorf("a commit whose connection broke: %v, want unavailable, outcome unknown", err)
+	}
+	if runs != 1 {
+		t.Errorf("the transaction ran %d times, want once", runs)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +23,14 @@ import (
 // LISTENing on the schema's channel, and drops its own echoes by the node
 // id every payload carries. Delivery is at most once, as the seam allows:
 // what is sent while a node's listening connection is down is lost to it.
+//
+// A listening connection can also go silent without dropping: its
+// backend stopped or a network path lost, TCP still up, nothing arriving,
+// and nothing to say so. So the node probes it: every few seconds it
+// notifies its own channel from the pool and expects to hear the probe
+// back within a deadline. A miss is logged, makes the listener unhealthy
+// (ListenerStats; the core then short-polls its long-polls), and drops
+// the connection, which is made again as after any drop.
 
 // maxPayload bounds one notification's payload: PostgreSQL refuses 8000
 // bytes or more.
@@ -30,7 +40,9 @@ const maxPayload = 7900
 // which PostgreSQL text cannot: JSON escapes them.
 type payload struct {
 	Node   string   `json:"n"`
-	Topics []string `json:"t"`
+	Topics []string `json:"t,omitempty"`
+	// Probe numbers a node's probe of its own listener.
+	Probe int64 `json:"p,omitempty"`
 }
 
 // channelName is the schema's channel: deployments (and parallel tests) in
@@ -74,60 +86,118 @@ func (db *DB) payloads(topics []string) []string {
 }
 
 // listener holds the node's listening connection and makes it again,
-// backing off, whenever it drops.
+// backing off, whenever it drops or misses a probe.
 type listener struct {
 	db     *DB
 	cancel context.CancelFunc
 	done   chan struct{}
+	// every and deadline pace the probes: one per every, each to be
+	// heard back within deadline of being sent.
+	every, deadline time.Duration
 	// pid is the backend listening now, 0 while there is none.
 	pid atomic.Uint32
 	// connects counts the connections made, the first included.
 	connects atomic.Int64
+	// healthy: connected, and no probe missed since.
+	healthy atomic.Bool
+	// heard is when the listener last heard a notification (its own
+	// probes included), in Unix nanoseconds; at first, when it started.
+	heard atomic.Int64
+	// echoes carries the probe numbers heard back to the prober.
+	echoes chan int64
+	// drop ends the current connection's wait, so it is made again.
+	mu   sync.Mutex
+	drop context.CancelFunc
 }
 
 const (
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = 5 * time.Second
+	// probeEvery and probeDeadline: a silent listener is noticed within
+	// about 7 s, and a probe delivered late only under a load that
+	// delays NOTIFY by 2 s costs a reconnect and a gap.
+	probeEvery    = 5 * time.Second
+	probeDeadline = 2 * time.Second
 )
+
+// WithListenerProbe sets how often the listening connection is probed and
+// how soon each probe must be heard back (defaults 5 s and 2 s).
+func WithListenerProbe(every, deadline time.Duration) Option {
+	return func(db *DB) { db.probeEvery, db.probeDeadline = every, deadline }
+}
 
 // startListener connects and LISTENs before it returns, so every
 // notification committed after Open reaches this node.
 func startListener(ctx context.Context, db *DB) (*listener, error) {
-	l := &listener{db: db, done: make(chan struct{})}
+	l := &listener{db: db, done: make(chan struct{}), every: db.probeEvery, deadline: db.probeDeadline,
+		echoes: make(chan int64, 1)}
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return nil, translate(err, false, db.meter)
 	}
+	l.heard.Store(time.Now().UnixNano())
 	runCtx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
-	go l.run(runCtx, conn)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		l.probe(runCtx)
+	}()
+	go func() {
+		l.run(runCtx, conn)
+		<-probed
+		close(l.done)
+	}()
 	return l, nil
 }
 
+// connect makes a listening connection, named "… listener" in
+// pg_stat_activity, within the probe interval: a server that accepts and
+// then says nothing is tried again, not waited for.
 func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	ctx, cancel := context.WithTimeout(ctx, max(l.every, time.Second))
+	defer cancel()
+	cfg := l.db.pool.Config().ConnConfig.Copy()
+	name := cfg.RuntimeParams["application_name"]
+	if name == "" {
+		name = "tessera"
+	}
+	cfg.RuntimeParams["application_name"] = name + " listener"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
 		_ = conn.Close(ctx)
-		return nil, err
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	l.pid.Store(conn.PgConn().PID())
 	l.connects.Add(1)
+	l.healthy.Store(true)
 	return conn, nil
 }
 
 func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
-	defer close(l.done)
 	for {
-		err := l.receive(ctx, conn)
+		connCtx, drop := context.WithCancel(ctx)
+		l.mu.Lock()
+		l.drop = drop
+		l.mu.Unlock()
+		err := l.receive(connCtx, conn)
+		drop()
 		l.pid.Store(0)
-		_ = conn.Close(context.Background())
+		l.healthy.Store(false)
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		l.db.log.Warn("postgres: the notification connection dropped; reconnecting", "err", err)
+		// Long-polls asleep on this node would hear nothing until the
+		// connection is back: wake them now, to look again and then
+		// short-poll while it is down.
+		l.db.deliver(store.TopicGap)
 		if conn = l.reconnect(ctx); conn == nil {
 			return
 		}
@@ -137,19 +207,90 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// receive delivers other nodes' topics until the connection fails.
+// receive delivers other nodes' topics, and its own probes to the
+// prober, until the connection fails or ctx ends.
 func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
+		l.heard.Store(time.Now().UnixNano())
 		var p payload
-		if json.Unmarshal([]byte(n.Payload), &p) != nil || p.Node == l.db.node {
-			continue // not ours to read, or our own echo
+		if json.Unmarshal([]byte(n.Payload), &p) != nil {
+			continue // not ours to read
+		}
+		if p.Node == l.db.node {
+			if p.Probe > 0 {
+				select {
+				case <-l.echoes: // an older echo nobody took
+				default:
+				}
+				l.echoes <- p.Probe
+			}
+			continue // our own echo
 		}
 		for _, t := range p.Topics {
 			l.db.deliver(t)
+		}
+	}
+}
+
+// probe notifies this node's own channel every l.every, from the pool,
+// and drops the listening connection when a probe is not heard back
+// within l.deadline.
+func (l *listener) probe(ctx context.Context) {
+	tick := time.NewTicker(l.every)
+	defer tick.Stop()
+	for n := int64(1); ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		made := l.connects.Load()
+		if l.pid.Load() == 0 {
+			continue // being made again: nothing to probe
+		}
+		if l.heardBack(ctx, n) || ctx.Err() != nil {
+			continue
+		}
+		l.mu.Lock()
+		// Only the connection probed is dropped, not one made since.
+		if l.drop != nil && l.connects.Load() == made {
+			l.healthy.Store(false)
+			l.db.log.Warn("postgres: the notification connection did not hear its probe back; reconnecting",
+				"deadline", l.deadline, "last_heard_ago", time.Since(time.Unix(0, l.heard.Load())).Round(time.Millisecond))
+			l.drop()
+		}
+		l.mu.Unlock()
+	}
+}
+
+// heardBack sends probe n and reports whether it came back within the
+// deadline of being sent. A probe that cannot be sent in that time (the
+// pool cannot reach the database either, or is busy) proves nothing
+// about the listener, and counts as heard.
+func (l *listener) heardBack(ctx context.Context, n int64) bool {
+	b, _ := json.Marshal(payload{Node: l.db.node, Probe: n})
+	sendCtx, cancel := context.WithTimeout(ctx, l.deadline)
+	_, err := l.db.pool.Exec(sendCtx, `SELECT pg_notify($1, $2)`, l.db.channel, string(b))
+	cancel()
+	if err != nil {
+		return true
+	}
+	timeout := time.NewTimer(l.deadline)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timeout.C:
+			return false
+		case heard := <-l.echoes:
+			if heard >= n {
+				return true
+			}
 		}
 	}
 }
@@ -176,4 +317,9 @@ func (l *listener) reconnect(ctx context.Context) *pgx.Conn {
 func (l *listener) stop() {
 	l.cancel()
 	<-l.done
+}
+
+// ListenerStats reports the health of the node's listening connection.
+func (db *DB) ListenerStats() store.ListenerStats {
+	return store.ListenerStats{Healthy: db.listener.healthy.Load(), LastHeard: time.Unix(0, db.listener.heard.Load())}
 }

@@ -18,9 +18,9 @@ var now = time.UnixMilli(1893456000000).UTC()
 func newMeter() *meter.Meter { return meter.New(tessera.NewManualClock(now)) }
 
 // openDB opens a store on url with meter m and closes it at cleanup.
-func openDB(t testing.TB, url string, m *meter.Meter) *postgres.DB {
+func openDB(t testing.TB, url string, m *meter.Meter, opts ...postgres.Option) *postgres.DB {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), url, m)
+	db, err := postgres.Open(context.Background(), url, m, opts...)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -7,6 +7,8 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/blobfs"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
@@ -166,11 +169,13 @@ func TestPurgeSkipsATaskGivenAnEventMeanwhile(t *testing.T) {
 	}
 }
 
-// pauseStore calls hook in every RecordHead of the transactions it runs:
-// a test holds a transaction there, between its lease check and its write.
+// pauseStore calls hook, with the method's name, before every RecordHead
+// and after every NamespaceSettingsGet of the transactions it runs: a
+// test holds a transaction there, between a check and the write it
+// allows.
 type pauseStore struct {
 	store.Store
-	hook func()
+	hook func(method string)
 }
 
 func (p pauseStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -179,14 +184,43 @@ func (p pauseStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 type pauseTx struct {
 	store.Tx
-	hook func()
+	hook func(method string)
 }
 
 func (t pauseTx) RecordHead(ctx context.Context, ns, bucket, key string) (int64, error) {
-	if t.hook != nil {
-		t.hook()
-	}
+	t.hook("RecordHead")
 	return t.Tx.RecordHead(ctx, ns, bucket, key)
+}
+
+func (t pauseTx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.NamespaceSettings, error) {
+	st, err := t.Tx.NamespaceSettingsGet(ctx, ns)
+	t.hook("NamespaceSettingsGet")
+	return st, err
+}
+
+// pauseOnce returns a hook that, once armed is closed, holds the first
+// call of method until resume is closed, closing paused as it does.
+func pauseOnce(method string, armed, paused, resume chan struct{}) func(string) {
+	var once sync.Once
+	return func(m string) {
+		select {
+		case <-armed:
+			if m == method {
+				once.Do(func() { close(paused); <-resume })
+			}
+		default:
+		}
+	}
+}
+
+// adminKey makes an admin key in st, as a server's first start does.
+func adminKey(t *testing.T, st store.Store, clock tessera.Clock) string {
+	t.Helper()
+	key, err := core.CreateAdminKey(context.Background(), st, clock, "", "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // node is one service on the shared schema.
@@ -224,21 +258,10 @@ func TestRecordWriteHoldsTheLease(t *testing.T) {
 	dbA := openDB(t, url, newMeter())
 	dbB := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pausing sync.Once
+	key := adminKey(t, dbA, clock)
 	inCheck, resume := make(chan struct{}), make(chan struct{})
 	armed := make(chan struct{})
-	hook := func() {
-		select {
-		case <-armed:
-			pausing.Do(func() { close(inCheck); <-resume })
-		default:
-		}
-	}
-	a := newNode(t, pauseStore{Store: dbA, hook: hook}, clock, key)
+	a := newNode(t, pauseStore{Store: dbA, hook: pauseOnce("RecordHead", armed, inCheck, resume)}, clock, key)
 	b := newNode(t, dbB, clock, key)
 
 	if _, err := a.svc.Enqueue(ctx, a.actor, "main", core.EnqueueParams{Queue: "q", Title: "t"}, ""); err != nil {
@@ -294,6 +317,60 @@ func TestRecordWriteHoldsTheLease(t *testing.T) {
 	}
 }
 
+// The first upload of a namespace sets its raw-blob policy once (§7).
+// Read and then written, two first uploads on two nodes each found no
+// policy and each wrote its own: both answered 201, and the one that
+// committed last decided the policy, over what the other was told. Now
+// the later one runs again, finds the policy set, and is refused like any
+// upload asking for another policy.
+func TestFirstUploadsSetThePolicyOnce(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx := context.Background()
+	dbA := openDB(t, url, newMeter())
+	dbB := openDB(t, url, newMeter())
+	clock := tessera.NewManualClock(now)
+	key := adminKey(t, dbA, clock)
+	checked, resume, armed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	a := newNode(t, pauseStore{Store: dbA, hook: pauseOnce("NamespaceSettingsGet", armed, checked, resume)}, clock, key)
+	b := newNode(t, dbB, clock, key)
+	for _, n := range []*node{a, b} {
+		fs, err := blobfs.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.svc.SetBlobs(fs)
+	}
+	// The namespace exists, so neither upload waits on its creation.
+	if _, err := b.svc.PutRecord(ctx, b.actor, "art", "b", "k", core.PutRecordParams{Value: json.RawMessage(`1`)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	declare := func(n *node, data, policy string) error {
+		sum := sha256.Sum256([]byte(data))
+		size := int64(len(data))
+		_, err := n.svc.DeclareBlob(ctx, n.actor, "art", core.DeclareBlobParams{SHA256: hex.EncodeToString(sum[:]), Size: &size, RawPolicy: policy})
+		return err
+	}
+	// A's first upload asks for private and is held just after it found
+	// no policy; B's asks for namespace and commits meanwhile.
+	close(armed)
+	errA := make(chan error, 1)
+	go func() { errA <- declare(a, "a", tessera.RawPrivate) }()
+	<-checked
+	if err := declare(b, "b", tessera.RawNamespace); err != nil {
+		close(resume)
+		t.Fatalf("B's first upload: %v", err)
+	}
+	close(resume)
+	if err := <-errA; tessera.ErrorCode(err) != tessera.CodeInvalidState {
+		t.Errorf("A's first upload asking for private after B's set namespace: %v, want invalid_state", err)
+	}
+	var policy string
+	pgtest.SQL(t, url, `SELECT raw_policy FROM namespace_settings WHERE namespace = 'art'`, &policy)
+	if policy != tessera.RawNamespace {
+		t.Errorf("the policy is %s, want namespace, as the upload that set it was told", policy)
+	}
+}
+
 // With no race, a record write with a lapsed and re-claimed lease's token
 // is lease_lost.
 func TestRecordWriteAfterReclaimIsLost(t *testing.T) {
@@ -301,10 +378,7 @@ func TestRecordWriteAfterReclaimIsLost(t *testing.T) {
 	ctx := context.Background()
 	dbA := openDB(t, url, newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	a := newNode(t, dbA, clock, key)
 	if _, err := a.svc.Enqueue(ctx, a.actor, "main", core.EnqueueParams{Queue: "q", Title: "t"}, ""); err != nil {
 		t.Fatal(err)
@@ -339,10 +413,7 @@ func TestNodesLeasesUnderLapses(t *testing.T) {
 	dbA := openDB(t, url+"&pool_max_conns=6", newMeter())
 	dbB := openDB(t, url+"&pool_max_conns=6", newMeter())
 	clock := tessera.NewManualClock(now)
-	key, err := core.CreateAdminKey(ctx, dbA, clock, "", "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := adminKey(t, dbA, clock)
 	nodes := []*node{newNode(t, dbA, clock, key), newNode(t, dbB, clock, key)}
 	const tasks = 12
 	maxAttempts := 100
@@ -413,7 +484,7 @@ func TestNodesLeasesUnderLapses(t *testing.T) {
 	tick.Wait()
 
 	runs := map[string]tessera.Run{}
-	err = dbA.View(ctx, func(tx store.Tx) error {
+	err := dbA.View(ctx, func(tx store.Tx) error {
 		all, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 100})
 		if err != nil {
 			return err

@@ -265,6 +265,11 @@ func (t *tx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.Name
 	return &out, nil
 }
 
+func (t *tx) NamespaceSettingsCreate(ctx context.Context, st *tessera.NamespaceSettings) error {
+	return t.insert(ctx, "settings of namespace "+st.Namespace, `INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES ($1, $2, $3)
+ ON CONFLICT DO NOTHING`, st.Namespace, st.RawPolicy, ms(st.UpdatedAt))
+}
+
 func (t *tx) NamespaceSettingsPut(ctx context.Context, st *tessera.NamespaceSettings) error {
 	_, err := t.exec(ctx, `INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES ($1, $2, $3)
  ON CONFLICT (namespace) DO UPDATE SET raw_policy = excluded.raw_policy, updated_at = excluded.updated_at`,

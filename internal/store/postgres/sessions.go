@@ -38,7 +38,19 @@ func (t *tx) SessionTake(ctx context.Context, now time.Time, capacity, perHour f
 	return false, time.Duration(math.Ceil((1-level)/rate)) * time.Millisecond, nil
 }
 
+// SessionMints holds the addresses before it counts. At READ COMMITTED
+// concurrent mints would each count the others' uncommitted mints as
+// absent and all pass, and a conditional INSERT … WHERE count < n has the
+// same blind spot; so each mint first takes a transaction-scoped advisory
+// lock per address hash (in order, so two holders of both never
+// deadlock), and counts in the next statement, whose snapshot holds every
+// mint committed before the lock was granted. Mints of other addresses
+// never wait, and SERIALIZABLE's retries are not needed.
 func (t *tx) SessionMints(ctx context.Context, addrs []string, since time.Time) (int, time.Time, error) {
+	if _, err := t.exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('tessera session mints ' || current_schema() || ' ' || a, 0))
+ FROM (SELECT DISTINCT a FROM unnest($1::text[]) a ORDER BY a) held`, addrs); err != nil {
+		return 0, time.Time{}, fmt.Errorf("hold the mints of %d addresses: %w", len(addrs), err)
+	}
 	var n int64
 	var oldest *int64
 	// Per address a range of the key: its mints in the window.

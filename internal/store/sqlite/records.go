@@ -293,6 +293,18 @@ func (t *tx) NamespaceSettingsGet(ctx context.Context, ns string) (*tessera.Name
 	return &out, nil
 }
 
+func (t *tx) NamespaceSettingsCreate(ctx context.Context, st *tessera.NamespaceSettings) error {
+	n, err := t.c.exec(ctx, `INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+		st.Namespace, st.RawPolicy, st.UpdatedAt)
+	if err == nil && n == 0 {
+		err = store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("settings of namespace %s: %w", st.Namespace, err)
+	}
+	return nil
+}
+
 func (t *tx) NamespaceSettingsPut(ctx context.Context, st *tessera.NamespaceSettings) error {
 	_, err := t.c.exec(ctx, `INSERT INTO namespace_settings (namespace, raw_policy, updated_at) VALUES (?, ?, ?)
  ON CONFLICT (namespace) DO UPDATE SET raw_policy = excluded.raw_policy, updated_at = excluded.updated_at`,

@@ -43,6 +43,8 @@ func (t *tx) SessionTake(ctx context.Context, now time.Time, capacity, perHour f
 	return false, wait, nil
 }
 
+// SessionMints needs no lock to hold the addresses: the one writer holds
+// every row until its transaction ends.
 func (t *tx) SessionMints(ctx context.Context, addrs []string, since time.Time) (int, time.Time, error) {
 	total := 0
 	var oldest time.Time

@@ -58,6 +58,16 @@ func RunNodes(t *testing.T, open NodesOpener) {
 		}
 	})
 
+	// The per-address session limit holds across nodes: mints through
+	// either node count against one limit.
+	t.Run("ConcurrentMintsHoldTheLimitAcrossNodes", func(t *testing.T) {
+		a, b := open(t)
+		if got := concurrentMints(t, a, b); got != mintLimit-seededMints {
+			t.Errorf("%d concurrent mints through two nodes with %d of the limit of %d used: %d minted, want %d",
+				mintAttempts, seededMints, mintLimit, got, mintLimit-seededMints)
+		}
+	})
+
 	t.Run("LedgerIsShared", func(t *testing.T) {
 		a, b := open(t)
 		la, okA := a.(meter.Ledger)

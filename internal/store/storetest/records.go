@@ -375,6 +375,24 @@ func testRecords(t *testing.T, open Opener) {
 		})
 	})
 
+	// The first settings are stored first-wins; the transaction that lost
+	// stays usable.
+	t.Run("NamespaceSettingsCreate", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		first := &tessera.NamespaceSettings{Namespace: "main", RawPolicy: tessera.RawNamespace, UpdatedAt: epoch}
+		writeTx(t, s, func(tx store.Tx) error { return tx.NamespaceSettingsCreate(ctx, first) })
+		writeTx(t, s, func(tx store.Tx) error {
+			err := tx.NamespaceSettingsCreate(ctx, &tessera.NamespaceSettings{Namespace: "main", RawPolicy: tessera.RawPrivate, UpdatedAt: at(time.Hour)})
+			wantErr(t, "settings created over settings", err, store.ErrConflict)
+			got, err := tx.NamespaceSettingsGet(ctx, "main")
+			if err != nil || !reflect.DeepEqual(got, first) {
+				t.Errorf("settings after a second create:\n got %+v, %v\nwant %+v", got, err, first)
+			}
+			return err
+		})
+	})
+
 	t.Run("RolledBackWritesLeaveNothing", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)

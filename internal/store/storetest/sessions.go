@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +125,17 @@ func testSessions(t *testing.T, open Opener) {
 		}
 	})
 
+	// §12's per-address limit holds under concurrent mints: the count and
+	// the mint it allows are never raced by another mint of the address.
+	t.Run("ConcurrentMintsHoldTheLimit", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		if got := concurrentMints(t, s, s); got != mintLimit-seededMints {
+			t.Errorf("%d concurrent mints with %d of the limit of %d used: %d minted, want %d",
+				mintAttempts, seededMints, mintLimit, got, mintLimit-seededMints)
+		}
+	})
+
 	t.Run("SessionQuota", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)
@@ -177,4 +190,68 @@ func testSessions(t *testing.T, open Opener) {
 			t.Errorf("the quota of a purged session: %v, want gone", err)
 		}
 	})
+}
+
+// The figures of concurrentMints.
+const (
+	mintAttempts = 40
+	mintLimit    = 10
+	seededMints  = 3
+)
+
+// concurrentMints makes mintAttempts concurrent attempts to mint from one
+// address group under a limit of mintLimit, each the way the core mints —
+// count the group's mints in the window, and add one if the count is
+// under the limit, in one transaction — spread over stores a and b (two
+// nodes, or one store twice), and returns how many minted. The group is
+// known by two hashes, as in the first hour of a UTC day: yesterday's
+// already holds seededMints of the window's mints.
+func concurrentMints(t *testing.T, a, b store.Store) int {
+	t.Helper()
+	addrs := []string{"today", "yesterday"}
+	writeTx(t, a, func(tx store.Tx) error {
+		for i := range seededMints {
+			if err := tx.SessionMintAdd(t.Context(), addrs[1], fmt.Sprint("seeded ", i), at(-30*time.Minute)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	errFull := errors.New("the address's mints are all used")
+	var minted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range mintAttempts {
+		s := []store.Store{a, b}[i%2]
+		wg.Go(func() {
+			<-start
+			err := s.Update(t.Context(), func(tx store.Tx) error {
+				n, _, err := tx.SessionMints(t.Context(), addrs, at(-time.Hour))
+				if err != nil {
+					return err
+				}
+				if n >= mintLimit {
+					return errFull
+				}
+				return tx.SessionMintAdd(t.Context(), addrs[0], fmt.Sprint("attempt ", i), epoch)
+			})
+			switch {
+			case err == nil:
+				minted.Add(1)
+			case !errors.Is(err, errFull):
+				t.Errorf("mint %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var n int
+	readTx(t, a, func(tx store.Tx) (err error) {
+		n, _, err = tx.SessionMints(t.Context(), addrs, at(-time.Hour))
+		return err
+	})
+	if n != seededMints+int(minted.Load()) {
+		t.Errorf("%d mints answered, %d stored besides the %d seeded", minted.Load(), n-seededMints, seededMints)
+	}
+	return int(minted.Load())
 }

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/runner"
 )
 
 // Exit codes: what happened, for scripts (documented in docs/cli.md).
@@ -27,6 +28,7 @@ const (
 	exitDenied      = 5 // 401/403: no valid key, or the key may not
 	exitTryLater    = 6 // 429/503: rate limited, draining, allowance spent
 	exitUnreachable = 7 // no answer from the server
+	exitCutShort    = 8 // tessera work: a shutdown's drain ran out and running commands were stopped
 )
 
 // usageError is a mistake on the command line.
@@ -61,6 +63,8 @@ func exitCode(err error) int {
 			return exitTryLater
 		}
 		return exitFailed
+	case errors.Is(err, runner.ErrCutShort):
+		return exitCutShort
 	case errors.Is(err, context.Canceled):
 		return exitFailed
 	}

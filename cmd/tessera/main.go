@@ -36,7 +36,8 @@ client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json):
 Each command takes -h. Every serve flag can also be set as TESSERA_<FLAG>
 in the environment (e.g. --data is TESSERA_DATA). Exit codes: 0 ok,
 1 failed, 2 bad usage or input, 3 not found, 4 conflict, 5 unauthorized
-or forbidden, 6 try later (429/503), 7 server unreachable.
+or forbidden, 6 try later (429/503), 7 server unreachable, 8 tessera work
+stopped running commands when its drain ran out.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -17,8 +17,9 @@ import (
 
 // SIGTERM to `tessera work` (the real binary) while commands run: it
 // stops claiming, lets the command that finishes within --drain submit,
-// stops the one that does not and releases its task, and exits 0. No task
-// is left leased and no command outlives it.
+// stops the one that does not and releases its task, and exits 8 (a
+// command was cut short). No task is left leased and no command outlives
+// it.
 func TestWorkDrainsOnSIGTERM(t *testing.T) {
 	bin := buildTessera(t)
 	srv := testserver.Start(t, testserver.Options{})
@@ -68,9 +69,9 @@ func TestWorkDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("tessera work exited with %v after SIGTERM:\n%s", err, stderr.String())
+	case <-exited:
+		if code := cmd.ProcessState.ExitCode(); code != exitCutShort {
+			t.Fatalf("tessera work exited with %d after SIGTERM, want %d:\n%s", code, exitCutShort, stderr.String())
 		}
 	case <-time.After(20 * time.Second):
 		cmd.Process.Kill()

@@ -54,13 +54,17 @@ const (
 	DefaultGrace        = 10 * time.Second
 )
 
-// errDrained stops the commands still running when the drain ran out.
-var errDrained = errors.New("runner: the drain ran out")
+// ErrCutShort is what Run returns when its drain ran out: commands still
+// running were stopped and their tasks released (or, where the release
+// failed, left to lapse).
+var ErrCutShort = errors.New("runner: the drain ran out; running commands were stopped and their tasks released")
 
-// Run claims and runs tasks until ctx ends (or MaxTasks were run). When
-// ctx ends it stops claiming, lets running commands finish within Drain,
-// then stops the rest and releases their tasks. It returns an error only
-// when it cannot go on claiming (a bad key, a missing scope).
+// Run claims and runs tasks until ctx ends or MaxTasks were claimed.
+// Reaching MaxTasks lets the running commands finish, however long they
+// take. When ctx ends (a shutdown) it stops claiming, lets running
+// commands finish within Drain, then stops the rest and releases their
+// tasks, and returns ErrCutShort. It returns another error only when it
+// cannot go on claiming (a bad key, a missing scope).
 func Run(ctx context.Context, cfg Config) error {
 	if len(cfg.Command) == 0 {
 		return errors.New("runner: no command to run")
@@ -93,18 +97,24 @@ func Run(ctx context.Context, cfg Config) error {
 
 	finished := make(chan struct{})
 	go func() { running.Wait(); close(finished) }()
-	if ctx.Err() != nil {
-		cfg.Log.Info("draining", "running", len(slots), "drain", cfg.Drain)
+	// The claim loop also ends at MaxTasks: that is no shutdown, and the
+	// drain's clock starts only when one comes.
+	select {
+	case <-finished:
+		return fatal
+	case <-ctx.Done():
 	}
+	cfg.Log.Info("draining", "running", len(slots), "drain", cfg.Drain)
 	t := time.NewTimer(cfg.Drain)
 	defer t.Stop()
 	select {
 	case <-finished:
+		return fatal
 	case <-t.C:
-		stopWork(errDrained)
-		<-finished
 	}
-	return fatal
+	stopWork(ErrCutShort)
+	<-finished
+	return errors.Join(fatal, ErrCutShort)
 }
 
 // claimLoop claims a task whenever a slot is free and hands it to start,

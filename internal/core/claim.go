@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,9 @@ type Claimed struct {
 	Lease      *tessera.Lease `json:"lease"`
 	Task       *tessera.Task  `json:"task,omitempty"`
 	RetryAfter int            `json:"retry_after,omitempty"`
+	// QueueUnknown is set on an empty answer when the queue has never had
+	// a task in the namespace (a misspelt name, most often).
+	QueueUnknown bool `json:"-"`
 }
 
 func leaseSeconds(field string, v int) (int, error) {
@@ -106,7 +110,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		if wait <= 0 {
 			unsubscribe()
 			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
-			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
+			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueUnknown: !s.queueKnown(ctx, ns, p.Queue)}, nil
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -126,6 +130,21 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		default:
 		}
 	}
+}
+
+// queueKnown reports whether the queue has ever had a task in ns: the
+// task counts keep a row for every queue a task was put on, at zero too.
+// A failed read answers known, so it never warns wrongly.
+func (s *Service) queueKnown(ctx context.Context, ns, queue string) bool {
+	known := true
+	_ = s.store.View(ctx, func(tx store.Tx) error {
+		counts, err := tx.TaskStateCounts(ctx, ns, store.AllTasks)
+		if err == nil {
+			known = slices.ContainsFunc(counts, func(c store.QueueCount) bool { return c.Queue == queue })
+		}
+		return err
+	})
+	return known
 }
 
 func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {

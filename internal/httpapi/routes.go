@@ -190,6 +190,9 @@ func (s *Server) claim(c *call) error {
 	if claimed.Lease == nil {
 		s.metricsReg.observeClaim("empty", time.Since(start))
 		c.w.Header().Set("Retry-After", strconv.Itoa(claimed.RetryAfter))
+		if claimed.QueueUnknown {
+			c.w.Header().Set("Tessera-Queue-Known", "false")
+		}
 		c.w.WriteHeader(http.StatusNoContent)
 		return nil
 	}

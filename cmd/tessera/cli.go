@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/tessera-dev/tessera/client"
-	"github.com/tessera-dev/tessera/internal/runner"
 )
 
 // Exit codes: what happened, for scripts (documented in docs/cli.md).
@@ -63,7 +63,7 @@ func exitCode(err error) int {
 			return exitTryLater
 		}
 		return exitFailed
-	case errors.Is(err, runner.ErrCutShort):
+	case errors.Is(err, client.ErrDrained):
 		return exitCutShort
 	case errors.Is(err, context.Canceled):
 		return exitFailed
@@ -82,6 +82,9 @@ type conn struct {
 	url, key, namespace string
 	json                bool
 	stdout, stderr      io.Writer
+	// log, when set, hears what the client does unasked (see
+	// client.WithLogger).
+	log *slog.Logger
 }
 
 // connFlags registers the shared flags on fs.
@@ -163,7 +166,7 @@ func pageFlags(fs *flag.FlagSet, what string) *client.Page {
 // client returns the API client the flags describe.
 func (c *conn) client() (*client.Client, error) {
 	cl, err := client.New(c.url, client.WithKey(c.key), client.WithNamespace(c.namespace),
-		client.WithUserAgent("tessera-cli/"+version))
+		client.WithUserAgent("tessera-cli/"+version), client.WithLogger(c.log))
 	if err != nil {
 		return nil, usagef("--url: %v", err)
 	}

@@ -45,7 +45,7 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Grace, "grace", runner.DefaultGrace, "between SIGTERM and SIGKILL of a command that is stopped")
 	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "claim this many tasks, then exit once they have finished, however long they run (0: run until stopped)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
-	cmd, c, err := cn.parse(fs, args, 1, -1)
+	cmd, err := parseCLI(fs, args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -55,12 +55,17 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Concurrency < 1 || cfg.MaxTasks < 0 || cfg.Drain < 0 || cfg.Grace < 0 {
 		return usagef("work: --concurrency must be ≥ 1; --max-tasks, --drain and --grace ≥ 0")
 	}
-	cfg.Client = c
+	cfg.Log = newLogger(*logFormat, stderr)
+	// The client says what becomes of each task, and warns of a queue
+	// that has never had one, to the same log.
+	cn.log = cfg.Log
+	if cfg.Client, err = cn.client(); err != nil {
+		return err
+	}
 	cfg.Command = cmd
 	cfg.LeaseSeconds = int(*lease / time.Second)
 	// Commands reach the same server with the same key, so they can
 	// write records and blobs under TESSERA_LEASE_TOKEN.
 	cfg.Env = []string{"TESSERA_URL=" + cn.url, "TESSERA_KEY=" + cn.key}
-	cfg.Log = newLogger(*logFormat, stderr)
 	return runner.Run(ctx, cfg)
 }

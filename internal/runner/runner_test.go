@@ -294,7 +294,7 @@ func TestAShutdownAfterMaxTasksStillDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, runner.ErrCutShort) {
+	if err := <-done; !errors.Is(err, client.ErrDrained) {
 		t.Fatalf("runner after the drain ran out: %v, want ErrCutShort", err)
 	}
 	if alive(pid) {

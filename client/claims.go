@@ -48,8 +48,10 @@ type Empty struct {
 }
 
 // WaitClaim long-polls until a task of the queue is granted or ctx ends.
-// Each poll waits the longest the server allows (20 s); between polls it
-// follows the server's advice only when a poll answered at once.
+// Each poll waits req.WaitSeconds, by default the longest the server
+// allows (20 s), except the client's first poll of the queue, which does
+// not wait; between polls it follows the server's advice only when a poll
+// answered early.
 //
 // It is cancellable at any point, in the middle of a long-poll too: when
 // ctx ends it returns at once with an error that errors.Is ctx's error
@@ -59,8 +61,14 @@ type Empty struct {
 // queue that has never had a task is logged once per queue, at warn level,
 // to the client's logger (WithLogger).
 func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error) {
-	if req.WaitSeconds == 0 {
-		req.WaitSeconds = MaxClaimWait
+	wait := cmp.Or(req.WaitSeconds, MaxClaimWait)
+	req.WaitSeconds = wait
+	// The first poll of a queue asks without waiting, so a queue that
+	// has never had a task is warned of at once, not after a long-poll.
+	name := cmp.Or(req.Queue, "default")
+	queue := c.namespace + "\x00" + name
+	if _, polled := c.shared.polled.Load(queue); !polled {
+		req.WaitSeconds = 0
 	}
 	for {
 		start := time.Now()
@@ -68,8 +76,15 @@ func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error
 		if err != nil || cl != nil {
 			return cl, err
 		}
+		c.shared.polled.Store(queue, true)
 		if empty.QueueUnknown {
-			c.warnUnknownQueue(req.Queue)
+			if _, warned := c.shared.warned.LoadOrStore(queue, true); !warned {
+				c.log.Warn(fmt.Sprintf("tessera: queue %q in namespace %q has never had a task; check the queue and namespace names (waiting for one meanwhile)", name, c.namespace))
+			}
+		}
+		if req.WaitSeconds == 0 {
+			req.WaitSeconds = wait
+			continue
 		}
 		// A poll that came back early (the server draining) would
 		// otherwise spin: wait out the advice, at most one long-poll's
@@ -84,17 +99,6 @@ func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error
 			}
 		}
 	}
-}
-
-// warnUnknownQueue says once per namespace and queue that the queue has
-// never had a task: a worker polling a misspelt name would otherwise wait
-// in silence forever.
-func (c *Client) warnUnknownQueue(queue string) {
-	queue = cmp.Or(queue, "default")
-	if _, seen := c.shared.warned.LoadOrStore(c.namespace+"\x00"+queue, true); seen {
-		return
-	}
-	c.log.Warn(fmt.Sprintf("tessera: queue %q in namespace %q has never had a task; check the queue and namespace names (waiting for one meanwhile)", queue, c.namespace))
 }
 
 // MaxClaimWait is the longest long-poll a claim may ask for, in seconds.

@@ -45,8 +45,9 @@ type Client struct {
 // shared is what a Client and the clients derived from it have in common.
 type shared struct {
 	rateLimited, retries atomic.Int64
-	// warned holds namespace + queue pairs already warned of as unknown.
-	warned sync.Map
+	// polled and warned hold the namespace + queue pairs WaitClaim has
+	// polled, and has warned of as unknown.
+	polled, warned sync.Map
 }
 
 // Stats counts what a client met beside its answers. Clients derived by

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,5 +93,35 @@ func TestWorkDrainsOnSIGTERM(t *testing.T) {
 	counts, err := c.Counts(ctx)
 	if err != nil || counts["work"]["leased"] != 0 {
 		t.Fatalf("left leased: %v, %v", counts, err)
+	}
+}
+
+// `tessera work` on a queue that has never had a task warns of it on
+// stderr, naming the queue and the namespace, and goes on waiting.
+func TestWorkWarnsOfAQueueThatNeverHadATask(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	t.Setenv("TESSERA_URL", srv.URL)
+	t.Setenv("TESSERA_KEY", testserver.AdminKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"work", "--queue", "typo", "-n", "build", "--", "true"}, io.Discard, stderr)
+	}()
+	want := `queue \"typo\" in namespace \"build\" has never had a task; check the queue and namespace names`
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning within 20 s; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("tessera work stopped with %v", err)
+	}
+	if n := strings.Count(stderr.String(), "never had a task"); n != 1 {
+		t.Fatalf("warned %d times:\n%s", n, stderr.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/tessera-dev/tessera/client"
@@ -40,6 +41,10 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// errNoKey is a client command run without a key: said before any
+// request, rather than as the server's 401.
+var errNoKey = errors.New("no key: set TESSERA_KEY or --key (the server prints an admin key at its first start)")
+
 // exitCode says what err means to a script.
 func exitCode(err error) int {
 	var ue *usageError
@@ -49,6 +54,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, errNoKey):
+		return exitDenied
 	case errors.As(err, &ce):
 		switch ce.Status {
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
@@ -74,6 +81,24 @@ func exitCode(err error) int {
 		return exitUnreachable
 	}
 	return exitFailed
+}
+
+// explain says a failure to reach the server in a person's terms: which
+// server, and what to check. Other errors are as they are.
+func explain(err error) error {
+	var ce *client.Error
+	var te *url.Error
+	if errors.As(err, &ce) || !errors.As(err, &te) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	server := te.URL
+	if u, perr := url.Parse(te.URL); perr == nil {
+		server = u.Scheme + "://" + u.Host
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no server at %s: connection refused (is tessera serve running there? --url or TESSERA_URL says where)", server)
+	}
+	return fmt.Errorf("no answer from %s: %w", server, te.Err)
 }
 
 // conn is what every client command shares: where the server is, the
@@ -165,6 +190,9 @@ func pageFlags(fs *flag.FlagSet, what string) *client.Page {
 
 // client returns the API client the flags describe.
 func (c *conn) client() (*client.Client, error) {
+	if c.key == "" {
+		return nil, errNoKey
+	}
 	cl, err := client.New(c.url, client.WithKey(c.key), client.WithNamespace(c.namespace),
 		client.WithUserAgent("tessera-cli/"+version), client.WithLogger(c.log))
 	if err != nil {

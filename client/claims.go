@@ -1,7 +1,9 @@
 package client
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,43 +11,86 @@ import (
 )
 
 // Claim asks for the next ready task of a queue (POST /v1/claims), waiting
-// up to req.WaitSeconds for one. No task is (nil, retryAfter, nil), with
-// the server's advice on when to ask again.
+// up to req.WaitSeconds for one. No task is (nil, *Empty, nil): the
+// server's advice on when to ask again, and whether the queue has never
+// had a task at all.
 //
 // A claim is not repeated after a connection broke mid-request: the server
 // may have granted a lease whose answer was lost, and that task then comes
 // back when the lease lapses.
-func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*Claim, time.Duration, error) {
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*Claim, *Empty, error) {
 	var out Claim
 	rep, err := c.do(ctx, &request{method: "POST", path: "/claims", body: req,
 		accept: []int{http.StatusOK, http.StatusNoContent}}, &out)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if rep.status == http.StatusNoContent {
-		return nil, retryAfter(rep.header), nil
+		return nil, &Empty{RetryAfter: retryAfter(rep.header), QueueUnknown: rep.header.Get(queueKnownHeader) == "false"}, nil
 	}
-	return &out, 0, nil
+	return &out, nil, nil
+}
+
+// queueKnownHeader is false on an empty claim's answer when the queue has
+// never had a task in the namespace.
+const queueKnownHeader = "Tessera-Queue-Known"
+
+// Empty is a claim's answer when no task was ready.
+type Empty struct {
+	// RetryAfter is the server's advice on when to poll again (it grows
+	// while the queue stays empty; long-poll is the better way to wait).
+	RetryAfter time.Duration
+	// QueueUnknown says the queue has never had a task in the namespace:
+	// most often a typo in the queue's or the namespace's name, though a
+	// worker may also start before any producer. Servers that do not tell
+	// leave it false.
+	QueueUnknown bool
 }
 
 // WaitClaim long-polls until a task of the queue is granted or ctx ends.
-// Each poll waits the longest the server allows (20 s); between polls it
-// follows the server's advice only when a poll answered at once.
+// Each poll waits req.WaitSeconds, by default the longest the server
+// allows (20 s), except the client's first poll of the queue, which does
+// not wait; between polls it follows the server's advice only when a poll
+// answered early.
+//
+// It is cancellable at any point, in the middle of a long-poll too: when
+// ctx ends it returns at once with an error that errors.Is ctx's error
+// (context.Canceled or context.DeadlineExceeded). (A lease the server
+// granted at that very instant is lost with its answer; its task comes
+// back when the lease lapses, like any claim cut off.) Polling a
+// queue that has never had a task is logged once per queue, at warn level,
+// to the client's logger (WithLogger).
 func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error) {
-	if req.WaitSeconds == 0 {
-		req.WaitSeconds = MaxClaimWait
+	wait := cmp.Or(req.WaitSeconds, MaxClaimWait)
+	req.WaitSeconds = wait
+	// The first poll of a queue asks without waiting, so a queue that
+	// has never had a task is warned of at once, not after a long-poll.
+	name := cmp.Or(req.Queue, "default")
+	queue := c.namespace + "\x00" + name
+	if _, polled := c.shared.polled.Load(queue); !polled {
+		req.WaitSeconds = 0
 	}
 	for {
 		start := time.Now()
-		cl, advice, err := c.Claim(ctx, req)
+		cl, empty, err := c.Claim(ctx, req)
 		if err != nil || cl != nil {
 			return cl, err
+		}
+		c.shared.polled.Store(queue, true)
+		if empty.QueueUnknown {
+			if _, warned := c.shared.warned.LoadOrStore(queue, true); !warned {
+				c.log.Warn(fmt.Sprintf("tessera: queue %q in namespace %q has never had a task; check the queue and namespace names (waiting for one meanwhile)", name, c.namespace))
+			}
+		}
+		if req.WaitSeconds == 0 {
+			req.WaitSeconds = wait
+			continue
 		}
 		// A poll that came back early (the server draining) would
 		// otherwise spin: wait out the advice, at most one long-poll's
 		// length.
 		if time.Since(start) < time.Duration(req.WaitSeconds)*time.Second/2 {
-			t := time.NewTimer(min(advice, time.Duration(req.WaitSeconds)*time.Second))
+			t := time.NewTimer(min(empty.RetryAfter, time.Duration(req.WaitSeconds)*time.Second))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	mrand "math/rand/v2"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -33,6 +36,35 @@ type Client struct {
 	http      *http.Client
 	retry     RetryPolicy
 	userAgent string
+	log       *slog.Logger
+	// shared is shared with the clients InNamespace derives: one key's
+	// counters and warnings, whatever namespace it calls.
+	shared *shared
+}
+
+// shared is what a Client and the clients derived from it have in common.
+type shared struct {
+	rateLimited, retries atomic.Int64
+	// polled and warned hold the namespace + queue pairs WaitClaim has
+	// polled, and has warned of as unknown.
+	polled, warned sync.Map
+}
+
+// Stats counts what a client met beside its answers. Clients derived by
+// InNamespace share their parent's.
+type Stats struct {
+	// RateLimited counts the 429 answers received, retried or returned:
+	// a steady rise means the key needs a higher --claim-rate or
+	// --claim-concurrency on the server (or fewer workers).
+	RateLimited int64
+	// Retries counts tries sent again after a failed one, whatever the
+	// cause (429, 503, a refused connection, a broken one).
+	Retries int64
+}
+
+// Stats returns the client's counters so far.
+func (c *Client) Stats() Stats {
+	return Stats{RateLimited: c.shared.rateLimited.Load(), Retries: c.shared.retries.Load()}
 }
 
 // RetryPolicy says how requests are retried (see the package doc for
@@ -71,6 +103,12 @@ func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
+// WithLogger sets where the client says what it does unasked: each retry
+// of a 429 at debug level, a claim on a queue that has never had a task
+// at warn level (once per queue), and what Work does with each task.
+// Without it the client logs nothing.
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
 // New returns a client of the server at baseURL ("" is DefaultURL).
 func New(baseURL string, opts ...Option) (*Client, error) {
 	if baseURL == "" {
@@ -80,9 +118,12 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[:port]", baseURL)
 	}
-	c := &Client{base: u, namespace: "main", http: http.DefaultClient, retry: DefaultRetry, userAgent: "tessera-go-client"}
+	c := &Client{base: u, namespace: "main", http: http.DefaultClient, retry: DefaultRetry, userAgent: "tessera-go-client", shared: &shared{}}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.retry.Attempts < 1 {
 		c.retry.Attempts = 1
@@ -201,9 +242,17 @@ func (c *Client) do(ctx context.Context, r *request, out any) (*reply, error) {
 			return rep, nil
 		}
 		lastErr = err
+		limited := status(err) == http.StatusTooManyRequests
+		if limited {
+			c.shared.rateLimited.Add(1)
+		}
 		wait, retry := c.shouldRetry(r, err, attempt)
 		if !retry {
 			return rep, lastErr
+		}
+		c.shared.retries.Add(1)
+		if limited {
+			c.log.Debug("tessera: rate limited; retrying", "method", r.method, "path", r.path, "attempt", attempt, "in", wait)
 		}
 		t := time.NewTimer(wait)
 		select {

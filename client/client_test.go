@@ -87,9 +87,9 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if err != nil || cl == nil || cl.Task.ID != task.ID || cl.Lease.Token == "" {
 		t.Fatalf("claim: %+v, %v", cl, err)
 	}
-	empty, advice, err := admin.Claim(ctx, client.ClaimRequest{})
-	if err != nil || empty != nil || advice != 5*time.Second {
-		t.Fatalf("empty claim: %+v, %v, %v", empty, advice, err)
+	none, empty, err := admin.Claim(ctx, client.ClaimRequest{})
+	if err != nil || none != nil || empty == nil || *empty != (client.Empty{RetryAfter: 5 * time.Second}) {
+		t.Fatalf("empty claim: %+v, %+v, %v", none, empty, err)
 	}
 	hb := ok(admin.Heartbeat(ctx, task.ID, client.HeartbeatRequest{LeaseToken: cl.Lease.Token, Progress: map[string]int{"pct": 50}}))
 	if hb.State != client.StateLeased || hb.CancelRequested || hb.ExpiresAt == nil {

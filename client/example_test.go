@@ -2,10 +2,12 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/tessera-dev/tessera/client"
@@ -104,4 +106,42 @@ func ExampleClient_PutBlob() {
 	}
 	fmt.Println(ref)
 	// Output: sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824
+}
+
+// A worker: Work claims tasks of the queue, keeps their leases while the
+// handler runs, and submits what it returns. MaxTasks makes this example
+// stop after two; a real worker runs until its context ends (SIGTERM),
+// then drains.
+func ExampleClient_Work() {
+	ctx := context.Background()
+	c, err := client.New(os.Getenv("TESSERA_URL"), client.WithKey(os.Getenv("TESSERA_KEY")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, doc := range []string{"r-18", "r-19"} {
+		if _, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "summaries", Title: "summarize " + doc, Payload: doc}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	err = c.Work(ctx, "summaries", func(ctx context.Context, job *client.Job) (any, error) {
+		var doc string
+		if err := json.Unmarshal(job.Task.Payload, &doc); err != nil {
+			return nil, err // submitted as failed, retried while attempts are left
+		}
+		return map[string]string{"summary": "short " + doc}, nil
+	}, client.WorkOptions{Concurrency: 2, MaxTasks: 2})
+	fmt.Println(err)
+
+	page, err := c.ListTasks(ctx, client.TaskFilter{Queue: "summaries"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range slices.Backward(page.Tasks) {
+		fmt.Println(t.Title, t.State, string(t.Result))
+	}
+	// Output:
+	// <nil>
+	// summarize r-18 succeeded {"summary":"short r-18"}
+	// summarize r-19 succeeded {"summary":"short r-19"}
 }

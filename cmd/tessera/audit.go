@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -45,21 +47,80 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cn.more(page.NextCursor)
+	var names map[string]string
+	if !cn.json {
+		names = principalNames(ctx, c, page)
+	}
 	return cn.print(page, func(w *tabwriter.Writer) {
 		if len(page.Events) > 0 || len(page.Counters) == 0 {
-			fmt.Fprintln(w, "TIME\tNAMESPACE\tPRINCIPAL\tACTION\tTARGET\tSTATUS")
+			fmt.Fprintln(w, "TIME\tNAMESPACE\tPRINCIPAL\tNAME\tACTION\tTARGET\tSTATUS")
 		}
 		for _, e := range page.Events {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", e.Time.Format(time.DateTime), e.Namespace, e.PrincipalID, e.Action, orDash(e.Target), e.Status)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.Time.Format(time.DateTime), e.Namespace, e.PrincipalID, orDash(names[e.PrincipalID]),
+				e.Action, orDash(e.Target), e.Status)
 		}
 		if len(page.Counters) > 0 {
 			if len(page.Events) > 0 {
 				fmt.Fprintln(w)
 			}
-			fmt.Fprintln(w, "MINUTE\tNAMESPACE\tPRINCIPAL\tACTION\tOUTCOME\tCOUNT")
+			fmt.Fprintln(w, "MINUTE\tNAMESPACE\tPRINCIPAL\tNAME\tACTION\tOUTCOME\tCOUNT")
 			for _, k := range page.Counters {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", k.Minute.Format(time.DateTime), k.Namespace, orDash(k.PrincipalID), k.Action, k.Outcome, k.Count)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", k.Minute.Format(time.DateTime), k.Namespace, orDash(k.PrincipalID), orDash(names[k.PrincipalID]),
+					k.Action, k.Outcome, k.Count)
 			}
 		}
 	})
+}
+
+// maxNamePages bounds the principal pages read to name an audit page's
+// principals (200 each), so a store full of anonymous sessions cannot
+// make `tessera audit` slow; past it the ids stand alone.
+const maxNamePages = 25
+
+// principalNames names the principals of an audit page — display name,
+// else account — as far as the key may know them: every principal for
+// an admin key (from the principals list, read until all are found), its
+// own otherwise. A failed lookup leaves the ids alone.
+func principalNames(ctx context.Context, c *client.Client, page *client.AuditPage) map[string]string {
+	wanted := map[string]bool{}
+	for _, e := range page.Events {
+		wanted[e.PrincipalID] = true
+	}
+	for _, k := range page.Counters {
+		if k.PrincipalID != "" {
+			wanted[k.PrincipalID] = true
+		}
+	}
+	names := map[string]string{}
+	if len(wanted) == 0 {
+		return names
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return names
+	}
+	name := func(p client.Principal) {
+		if wanted[p.ID] {
+			names[p.ID] = cmp.Or(p.DisplayName, p.Account)
+		}
+	}
+	name(me.Principal)
+	if !slices.Contains(me.Scopes, "admin") {
+		return names
+	}
+	p := client.Page{Limit: 200}
+	for range maxNamePages {
+		list, err := c.ListPrincipals(ctx, p)
+		if err != nil {
+			return names
+		}
+		for _, pr := range list.Principals {
+			name(pr)
+		}
+		if len(names) == len(wanted) || list.NextCursor == "" {
+			return names
+		}
+		p.Cursor = list.NextCursor
+	}
+	return names
 }

@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/tessera-dev/tessera/client"
@@ -27,6 +29,7 @@ const (
 	exitDenied      = 5 // 401/403: no valid key, or the key may not
 	exitTryLater    = 6 // 429/503: rate limited, draining, allowance spent
 	exitUnreachable = 7 // no answer from the server
+	exitCutShort    = 8 // tessera work: a shutdown's drain ran out and running commands were stopped
 )
 
 // usageError is a mistake on the command line.
@@ -38,6 +41,10 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// errNoKey is a client command run without a key: said before any
+// request, rather than as the server's 401.
+var errNoKey = errors.New("no key: set TESSERA_KEY or --key (the server prints an admin key at its first start)")
+
 // exitCode says what err means to a script.
 func exitCode(err error) int {
 	var ue *usageError
@@ -47,6 +54,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, errNoKey):
+		return exitDenied
 	case errors.As(err, &ce):
 		switch ce.Status {
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
@@ -61,6 +70,8 @@ func exitCode(err error) int {
 			return exitTryLater
 		}
 		return exitFailed
+	case errors.Is(err, client.ErrDrained):
+		return exitCutShort
 	case errors.Is(err, context.Canceled):
 		return exitFailed
 	}
@@ -72,12 +83,33 @@ func exitCode(err error) int {
 	return exitFailed
 }
 
+// explain says a failure to reach the server in a person's terms: which
+// server, and what to check. Other errors are as they are.
+func explain(err error) error {
+	var ce *client.Error
+	var te *url.Error
+	if errors.As(err, &ce) || !errors.As(err, &te) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	server := te.URL
+	if u, perr := url.Parse(te.URL); perr == nil {
+		server = u.Scheme + "://" + u.Host
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no server at %s: connection refused (is tessera serve running there? --url or TESSERA_URL says where)", server)
+	}
+	return fmt.Errorf("no answer from %s: %w", server, te.Err)
+}
+
 // conn is what every client command shares: where the server is, the
 // key, the namespace, and how to print.
 type conn struct {
 	url, key, namespace string
 	json                bool
 	stdout, stderr      io.Writer
+	// log, when set, hears what the client does unasked (see
+	// client.WithLogger).
+	log *slog.Logger
 }
 
 // connFlags registers the shared flags on fs.
@@ -158,8 +190,11 @@ func pageFlags(fs *flag.FlagSet, what string) *client.Page {
 
 // client returns the API client the flags describe.
 func (c *conn) client() (*client.Client, error) {
+	if c.key == "" {
+		return nil, errNoKey
+	}
 	cl, err := client.New(c.url, client.WithKey(c.key), client.WithNamespace(c.namespace),
-		client.WithUserAgent("tessera-cli/"+version))
+		client.WithUserAgent("tessera-cli/"+version), client.WithLogger(c.log))
 	if err != nil {
 		return nil, usagef("--url: %v", err)
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
+	"github.com/tessera-dev/tessera/client"
 	"github.com/tessera-dev/tessera/internal/testserver"
 )
 
@@ -14,16 +17,23 @@ import (
 // with key, and returns its stdout and exit code.
 func cli(t *testing.T, url, key, input string, args ...string) (string, int) {
 	t.Helper()
+	out, _, err := cliRun(t, url, key, input, args...)
+	code := exitCode(err)
+	if code != 0 {
+		t.Logf("tessera %s: exit %d: %v", strings.Join(args, " "), code, err)
+	}
+	return out, code
+}
+
+// cliRun is cli returning stdout, stderr and the error.
+func cliRun(t *testing.T, url, key, input string, args ...string) (string, string, error) {
+	t.Helper()
 	t.Setenv("TESSERA_URL", url)
 	t.Setenv("TESSERA_KEY", key)
 	stdin = strings.NewReader(input)
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), args, &out, &errOut)
-	code := exitCode(err)
-	if code != 0 {
-		t.Logf("tessera %s: exit %d: %v", strings.Join(args, " "), code, err)
-	}
-	return out.String(), code
+	return out.String(), errOut.String(), err
 }
 
 // Every command answers -h with its usage and exit code 0.
@@ -124,5 +134,121 @@ func TestCommandsPrintTablesAndJSON(t *testing.T) {
 	}
 	if out, _ := cli(t, srv.URL, k, "", "counts", "--namespace", "build-farm"); !strings.Contains(out, "default  0          1") {
 		t.Fatalf("counts in build-farm:\n%s", out)
+	}
+}
+
+// The client flags may come before the command: they act as if given
+// after it, and one given again after the command wins.
+func TestClientFlagsBeforeTheCommand(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	out, code := cli(t, "http://127.0.0.1:1", "", "", "--url", srv.URL, "--key="+k, "-n", "build", "tasks", "enqueue", "--title", "t", "-q")
+	if code != exitOK || len(strings.TrimSpace(out)) != 26 {
+		t.Fatalf("enqueue with the flags first: %q, exit %d", out, code)
+	}
+	if out, _ := cli(t, srv.URL, k, "", "--json", "-n", "elsewhere", "counts", "-n", "build"); out != "{\n  \"queues\": {\n    \"default\": {\n      \"ready\": 1\n    }\n  }\n}\n" {
+		t.Fatalf("counts --json, -n given before and after:\n%s", out)
+	}
+	if _, code := cli(t, srv.URL, k, "", "--bogus", "counts"); code != exitUsage {
+		t.Fatalf("an unknown flag before the command: exit %d", code)
+	}
+}
+
+// tessera --version is tessera version: the version, the commit the go
+// command stamped (a checkout's builds have it), and Go's version.
+func TestVersion(t *testing.T) {
+	a, _, err := cliRun(t, "", "", "", "version")
+	b, _, err2 := cliRun(t, "", "", "", "--version")
+	if err != nil || err2 != nil || a != b || a != versionLine(buildInfo())+"\n" {
+		t.Fatalf("version %q (%v), --version %q (%v)", a, err, b, err2)
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "66dbfbb0e1"}, {Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := versionLine(bi), "tessera "+version+" commit 66dbfbb0e1 (modified) of 2026-12-01T10:00:00Z go1.26.8"; got != want {
+		t.Fatalf("version line %q, want %q", got, want)
+	}
+}
+
+// Mistakes the CLI can tell before asking the server are told locally,
+// saying what to do: no key, an unknown --state; a server that is not
+// there is named.
+func TestMistakesAreToldWithWhatToDo(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	_, _, err := cliRun(t, "http://127.0.0.1:1", "", "", "counts")
+	if exitCode(err) != exitDenied || err.Error() != "no key: set TESSERA_KEY or --key (the server prints an admin key at its first start)" {
+		t.Fatalf("no key: %v (exit %d)", err, exitCode(err))
+	}
+	_, _, err = cliRun(t, srv.URL, testserver.AdminKey, "", "tasks", "list", "--state", "runing")
+	if exitCode(err) != exitUsage || err.Error() != `--state "runing": want one of scheduled, ready, leased, paused, succeeded, dead, canceled` {
+		t.Fatalf("a bad --state: %v (exit %d)", err, exitCode(err))
+	}
+	_, _, err = cliRun(t, "http://127.0.0.1:1", testserver.AdminKey, "", "counts")
+	if exitCode(err) != exitUnreachable || explain(err).Error() != "no server at http://127.0.0.1:1: connection refused (is tessera serve running there? --url or TESSERA_URL says where)" {
+		t.Fatalf("nobody listening: %v (exit %d)", explain(err), exitCode(err))
+	}
+}
+
+// keys create warns of a key that can do nothing: without an action
+// scope, or without a namespace, unless it is admin.
+func TestKeysCreateWarnsOfAKeyThatCanDoNothing(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	p, _ := cli(t, srv.URL, k, "", "principals", "create", "--display-name", "w", "-q")
+	for scopes, warning := range map[string]string{
+		"read":                "warning: this key can do nothing: it has no namespace grant (namespace:NAME, or namespace:* for all)\n",
+		"namespace:main":      "warning: this key can do nothing: it has no action scope (read, enqueue, claim or write)\n",
+		"namespace:main,read": "",
+		"admin":               "",
+	} {
+		_, stderr, err := cliRun(t, srv.URL, k, "", "keys", "create", "--principal", strings.TrimSpace(p), "--scope", scopes, "-q")
+		if err != nil || stderr != warning {
+			t.Errorf("--scope %s: %v, stderr %q, want %q", scopes, err, stderr, warning)
+		}
+	}
+}
+
+// Canceling a running task says the holder will be told; canceling one
+// that waits says nothing more than its new state.
+func TestCancelOfARunningTaskSaysTheHolderIsTold(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	c, err := client.New(srv.URL, client.WithKey(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, _ := cli(t, srv.URL, k, "", "tasks", "enqueue", "--title", "runs", "-q")
+	running = strings.TrimSpace(running)
+	if cl, _, err := c.Claim(context.Background(), client.ClaimRequest{}); err != nil || cl == nil || cl.Task.ID != running {
+		t.Fatalf("claim: %v", err)
+	}
+	waiting, _ := cli(t, srv.URL, k, "", "tasks", "enqueue", "--title", "waits", "-q")
+	waiting = strings.TrimSpace(waiting)
+	out, stderr, err := cliRun(t, srv.URL, k, "", "tasks", "cancel", running, waiting)
+	if err != nil || out != running+"  leased\n"+waiting+"  canceled\n" {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	if want := running + " is running: cancel requested; the worker holding it is told at its next heartbeat (at once if it watches claim events), which ends it as canceled (or its lease's lapse does)\n"; stderr != want {
+		t.Fatalf("cancel said %q, want %q", stderr, want)
+	}
+}
+
+// The audit table names principals: every one for an admin key, its own
+// for another key.
+func TestAuditNamesPrincipals(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	p, _ := cli(t, srv.URL, k, "", "principals", "create", "--display-name", "summarizer", "-q")
+	p = strings.TrimSpace(p)
+	key, _ := cli(t, srv.URL, k, "", "keys", "create", "--principal", p, "--scope", "namespace:main,enqueue", "-q")
+	key = strings.TrimSpace(key)
+	if _, code := cli(t, srv.URL, key, "", "tasks", "enqueue", "--title", "t"); code != exitOK {
+		t.Fatal("enqueue failed")
+	}
+	row := regexp.MustCompile(regexp.QuoteMeta(p) + `  summarizer\s+task\.enqueue`)
+	if out, _ := cli(t, srv.URL, k, "", "audit", "--all", "--action", "task.enqueue"); !row.MatchString(out) {
+		t.Fatalf("audit --all by the admin:\n%s", out)
+	}
+	if out, _ := cli(t, srv.URL, key, "", "audit", "--action", "task.enqueue"); !row.MatchString(out) {
+		t.Fatalf("audit by the worker itself:\n%s", out)
 	}
 }

@@ -10,20 +10,23 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 )
 
-const usage = `usage: tessera <command> [flags]
+const usage = `usage: tessera [client flags] <command> [flags]
 
 server:
   serve              run the server (see tessera serve -h)
   admin create-key   create an admin principal and key, offline
   bench rows         measure the storage rows each kind of request costs
   bench load         measure tasks/s over HTTP against a no-op baseline, and verify
-  version            print the version
+  version            print the version and commit (also tessera --version)
 
-client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json):
+client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json,
+before or after the command):
   tasks enqueue|list|get|cancel|pause|resume|retry
   counts             tasks by queue and state
   records put|get|list
@@ -36,23 +39,66 @@ client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json):
 Each command takes -h. Every serve flag can also be set as TESSERA_<FLAG>
 in the environment (e.g. --data is TESSERA_DATA). Exit codes: 0 ok,
 1 failed, 2 bad usage or input, 3 not found, 4 conflict, 5 unauthorized
-or forbidden, 6 try later (429/503), 7 server unreachable.
+or forbidden, 6 try later (429/503), 7 server unreachable, 8 tessera work
+stopped running commands when its drain ran out.
 `
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=...";
+// otherwise it is the module version the go command stamped (from the
+// VCS for a build in a checkout), or "dev".
 var version = "dev"
+
+func init() {
+	if bi, ok := debug.ReadBuildInfo(); ok && version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
+	}
+}
+
+// versionLine is what `tessera version` prints: the version, the commit
+// built from (and whether the checkout had changes) when the go command
+// stamped it, and the Go version.
+func versionLine(bi *debug.BuildInfo) string {
+	line := "tessera " + version
+	if bi == nil {
+		return line
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		line += " commit " + rev
+		if settings["vcs.modified"] == "true" {
+			line += " (modified)"
+		}
+		if t := settings["vcs.time"]; t != "" {
+			line += " of " + t
+		}
+	}
+	return line + " " + bi.GoVersion
+}
+
+// buildInfo is the binary's build information, nil when it has none.
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "tessera:", err)
+		fmt.Fprintln(os.Stderr, "tessera:", explain(err))
 	}
 	os.Exit(exitCode(err))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	args, err := globalFlags(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usagef("no command")
@@ -85,14 +131,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "work":
 		return workCmd(ctx, args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, version)
+		fmt.Fprintln(stdout, versionLine(buildInfo()))
 		return nil
-	case "-h", "-help", "--help", "help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return usagef("unknown command %q", args[0])
+}
+
+// groups are the commands whose first argument is a verb.
+var groups = map[string]bool{"tasks": true, "records": true, "blobs": true, "principals": true, "keys": true, "admin": true, "bench": true}
+
+// globalFlags reads the flags before the command — the client
+// commands' --url, --key, -n/--namespace and --json, and --version and
+// -h — and moves the client flags behind the command (and its verb), so
+// `tessera -n build tasks enqueue …` is `tessera tasks enqueue -n build …`
+// and a flag given again after the command wins.
+func globalFlags(args []string, stdout, stderr io.Writer) ([]string, error) {
+	fs := flag.NewFlagSet("tessera", flag.ContinueOnError)
+	_ = connFlags(fs, stdout, stderr)
+	fs.SetOutput(io.Discard) // the usage below says more than the flags
+	showVersion := fs.Bool("version", false, "print the version")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return nil, err
+		}
+		fmt.Fprint(stderr, usage)
+		return nil, usagef("%v", err)
+	}
+	if *showVersion {
+		return []string{"version"}, nil
+	}
+	rest := fs.Args()
+	var moved []string
+	fs.Visit(func(f *flag.Flag) { moved = append(moved, "--"+f.Name+"="+f.Value.String()) })
+	if len(moved) == 0 || len(rest) == 0 {
+		return rest, nil
+	}
+	at := 1
+	if groups[rest[0]] {
+		if len(rest) < 2 || strings.HasPrefix(rest[1], "-") {
+			return rest, nil // no verb: the group's usage says what is missing
+		}
+		at = 2
+	}
+	return slices.Concat(rest[:at], moved, rest[at:]), nil
 }
 
 // stdin is what commands that read input (--payload -, records put)

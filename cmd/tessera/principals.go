@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // principalsCmd is `tessera principals create|list` (admin key).
@@ -94,6 +96,9 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if err != nil {
 				return err
 			}
+			if lacks := uselessKey(req.Scopes); lacks != "" {
+				fmt.Fprintf(stderr, "warning: this key can do nothing: it has %s\n", lacks)
+			}
 			if *quiet {
 				_, err := fmt.Fprintln(stdout, k.Secret)
 				return err
@@ -137,6 +142,24 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return nil
 		},
 	}, stderr)
+}
+
+// uselessKey says what a key with these scopes lacks to do anything — an
+// action, or a namespace to act in — or "" when it lacks neither (admin
+// implies both).
+func uselessKey(scopes tessera.Scopes) string {
+	if scopes.Admin() {
+		return ""
+	}
+	actions := []tessera.Action{tessera.ActionRead, tessera.ActionEnqueue, tessera.ActionClaim, tessera.ActionWrite}
+	var lacks []string
+	if !slices.ContainsFunc(actions, scopes.Allows) {
+		lacks = append(lacks, "no action scope (read, enqueue, claim or write)")
+	}
+	if !slices.ContainsFunc(scopes, func(s string) bool { return strings.HasPrefix(s, "namespace:") }) {
+		lacks = append(lacks, "no namespace grant (namespace:NAME, or namespace:* for all)")
+	}
+	return strings.Join(lacks, " and ")
 }
 
 func keyRows(w *tabwriter.Writer, ks []client.Key) {

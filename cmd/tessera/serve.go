@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/app"
@@ -26,7 +28,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
 	storeKind := fs.String("store", "sqlite", "storage backend: sqlite (a file in --data), or a postgres:// URL several nodes share")
-	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>)")
+	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>, 127.0.0.1 for an unspecified host)")
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
@@ -36,9 +38,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Int64Var(&httpCfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate, "the slowest a request body may arrive after --body-read-timeout, in bytes per second")
 	fs.IntVar(&httpCfg.MaxConns, "max-connections", 0, "open connections served at once; beyond, 503 (0 = sized to the open-file limit)")
 	cfg := core.DefaultConfig()
-	fs.Float64Var(&cfg.ClaimRate, "claim-rate", cfg.ClaimRate, "claims per second admitted per key")
-	fs.IntVar(&cfg.ClaimBurst, "claim-burst", cfg.ClaimBurst, "claim burst per key")
-	fs.IntVar(&cfg.ClaimConcurrency, "claim-concurrency", cfg.ClaimConcurrency, "claims in flight per key")
+	fs.Float64Var(&cfg.ClaimRate, "claim-rate", cfg.ClaimRate, "claims per second admitted per key; over it a claim waits --claim-admission-wait, then gets 429")
+	fs.IntVar(&cfg.ClaimBurst, "claim-burst", cfg.ClaimBurst, "claims per key admitted at once above --claim-rate (a pool starting together)")
+	fs.IntVar(&cfg.ClaimConcurrency, "claim-concurrency", cfg.ClaimConcurrency, "claims in flight per key, long-polls included: at least the workers that share a key")
 	fs.DurationVar(&cfg.AdmissionWait, "claim-admission-wait", cfg.AdmissionWait, "how long a claim over its bound waits before 429")
 	fs.Int64Var(&cfg.MaxBlobBytes, "max-blob-bytes", cfg.MaxBlobBytes, "largest blob upload, in bytes")
 	fs.DurationVar(&cfg.RetainFinished, "retain-finished", cfg.RetainFinished, "how long succeeded, dead and canceled tasks are kept (0 = forever)")
@@ -87,8 +89,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := newLogger(*logFormat, stderr)
 
+	// Listen before the store is opened: a port in use is refused before
+	// a new store is made, and before its first admin key is shown "only
+	// this once" by a server that never served.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--addr %s is in use (another tessera serve?): stop it, or choose another address", *addr)
+		}
+		return fmt.Errorf("--addr: %w", err)
+	}
+	defer ln.Close()
 	if *publicURL == "" {
-		*publicURL = "http://" + *addr
+		*publicURL = "http://" + reachable(ln.Addr())
 	}
 	httpCfg.PublicURL, httpCfg.MetricsPublic, httpCfg.TrustProxy = *publicURL, *metricsPublic, proxies
 	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Core: cfg, Allowance: allowance, Log: log,
@@ -100,16 +113,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if a.Refused != nil {
 		log.Warn("storage refused at start-up; serving discovery, and this error for the rest until restarted", "err", a.Refused)
 	}
-	if a.CreatedKey != "" {
-		fmt.Fprintf(stderr, "tessera: created the first admin key; it is shown only this once:\n\n  %s\n\n", a.CreatedKey)
-	}
 	svc := a.Core
 	srv := a.API.HTTPServer()
-	ln, err := net.Listen("tcp", *addr)
+	dataDir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
 	}
-	log.Info("tessera serving", "addr", ln.Addr().String(), "data", *data, "version", version, "max_connections", httpCfg.MaxConns)
+	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "store", a.Where, "data", dataDir,
+		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns)
+	if a.CreatedKey != "" {
+		fmt.Fprintf(stderr, "\ntessera: a new store; its first admin key is shown only this once. To use it:\n\n  export TESSERA_URL=%s\n  export TESSERA_KEY=%s\n\n", *publicURL, a.CreatedKey)
+	}
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
 		if err != nil {
@@ -145,6 +159,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("tessera stopped")
 	return nil
+}
+
+// reachable is the listener's address as a local client dials it: an
+// unspecified host (0.0.0.0, ::) as the loopback address.
+func reachable(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil || !ap.Addr().IsUnspecified() {
+		return addr.String()
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
 }
 
 // parsePrefixes reads a comma-separated list of CIDRs (a bare address is

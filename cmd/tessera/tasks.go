@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // tasksCmd is `tessera tasks enqueue|list|get|cancel|pause|resume|retry`.
@@ -34,6 +35,9 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return cn.print(tasks, func(w *tabwriter.Writer) {
 				for _, t := range tasks {
 					fmt.Fprintf(w, "%s\t%s\n", t.ID, t.State)
+					if t.State == client.StateLeased && t.CancelRequested {
+						fmt.Fprintf(cn.stderr, "%s is running: cancel requested; the worker holding it is told at its next heartbeat (at once if it watches claim events), which ends it as canceled (or its lease's lapse does)\n", t.ID)
+					}
 				}
 			})
 		}
@@ -110,7 +114,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
 	var f client.TaskFilter
-	fs.StringVar(&f.State, "state", "", "only tasks in this state")
+	fs.StringVar(&f.State, "state", "", "only tasks in this state: "+strings.Join(tessera.States, ", "))
 	fs.StringVar(&f.Queue, "queue", "", "only this queue")
 	fs.StringVar(&f.Label, "label", "", "only tasks with this label")
 	fs.IntVar(&f.Limit, "limit", 0, "tasks per page (1–200, default 50)")
@@ -118,6 +122,9 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	_, c, err := cn.parse(fs, args, 0, 0)
 	if err != nil {
 		return err
+	}
+	if f.State != "" && !slices.Contains(tessera.States, f.State) {
+		return usagef("--state %q: want one of %s", f.State, strings.Join(tessera.States, ", "))
 	}
 	page, err := c.ListTasks(ctx, f)
 	if err != nil {
@@ -180,7 +187,7 @@ func countsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	states := []string{client.StateScheduled, client.StateReady, client.StateLeased, client.StatePaused, client.StateSucceeded, client.StateDead, client.StateCanceled}
+	states := tessera.States
 	queues := make([]string, 0, len(counts))
 	for q := range counts {
 		queues = append(queues, q)

@@ -3,26 +3,49 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/runner"
 )
 
+const workUsage = `usage: tessera work [flags] -- CMD ARGS...
+
+Claims tasks from --queue and runs CMD for each: the payload as JSON on
+stdin, the task's ids in TESSERA_* variables, {"progress": …} lines on
+fd 3 sent as heartbeat progress. Exit 0 submits succeeded with stdout as
+the result; any other exit submits failed with the end of stderr.
+
+--max-tasks N claims N tasks, then exits once they have finished, however
+long they run. SIGTERM or SIGINT stops claiming: running commands get
+--drain to finish; those still running then are stopped (SIGTERM, SIGKILL
+after --grace) and their tasks released, no attempt used.
+
+Exit codes: 0 every claimed task ran to its end; 8 the drain ran out and
+commands were stopped; 5 the key may not claim here; 2 bad usage.
+
+flags:
+`
+
 // workCmd is `tessera work [flags] -- CMD ARGS...`: the worker runner
 // (internal/runner). SIGTERM or SIGINT (ctx) starts its drain.
 func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("work", flag.ContinueOnError)
 	cn := connFlags(fs, stdout, stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, workUsage)
+		fs.PrintDefaults()
+	}
 	cfg := runner.Config{Stderr: stderr}
 	fs.StringVar(&cfg.Queue, "queue", "default", "queue to claim from")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 1, "commands run at once")
-	lease := fs.Duration("lease", runner.DefaultLeaseSeconds*time.Second, "lease of each claim (10s–1h); heartbeats come at a third of it")
-	fs.DurationVar(&cfg.Drain, "drain", runner.DefaultDrain, "on SIGTERM: how long running commands may finish before they are stopped and their tasks released")
+	lease := fs.Duration("lease", runner.DefaultLeaseSeconds*time.Second, "lease of each claim, 10s–1h (the API's 10–3600 s); heartbeats come at a third of it")
+	fs.DurationVar(&cfg.Drain, "drain", runner.DefaultDrain, "on SIGTERM or SIGINT only: how long running commands may finish before they are stopped and their tasks released (exit code 8)")
 	fs.DurationVar(&cfg.Grace, "grace", runner.DefaultGrace, "between SIGTERM and SIGKILL of a command that is stopped")
-	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "exit after this many tasks (0: run until stopped)")
+	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "claim this many tasks, then exit once they have finished, however long they run (0: run until stopped)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
-	cmd, c, err := cn.parse(fs, args, 1, -1)
+	cmd, err := parseCLI(fs, args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -32,12 +55,17 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Concurrency < 1 || cfg.MaxTasks < 0 || cfg.Drain < 0 || cfg.Grace < 0 {
 		return usagef("work: --concurrency must be ≥ 1; --max-tasks, --drain and --grace ≥ 0")
 	}
-	cfg.Client = c
+	cfg.Log = newLogger(*logFormat, stderr)
+	// The client says what becomes of each task, and warns of a queue
+	// that has never had one, to the same log.
+	cn.log = cfg.Log
+	if cfg.Client, err = cn.client(); err != nil {
+		return err
+	}
 	cfg.Command = cmd
 	cfg.LeaseSeconds = int(*lease / time.Second)
 	// Commands reach the same server with the same key, so they can
 	// write records and blobs under TESSERA_LEASE_TOKEN.
 	cfg.Env = []string{"TESSERA_URL=" + cn.url, "TESSERA_KEY=" + cn.key}
-	cfg.Log = newLogger(*logFormat, stderr)
 	return runner.Run(ctx, cfg)
 }

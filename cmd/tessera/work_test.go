@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +18,9 @@ import (
 
 // SIGTERM to `tessera work` (the real binary) while commands run: it
 // stops claiming, lets the command that finishes within --drain submit,
-// stops the one that does not and releases its task, and exits 0. No task
-// is left leased and no command outlives it.
+// stops the one that does not and releases its task, and exits 8 (a
+// command was cut short). No task is left leased and no command outlives
+// it.
 func TestWorkDrainsOnSIGTERM(t *testing.T) {
 	bin := buildTessera(t)
 	srv := testserver.Start(t, testserver.Options{})
@@ -68,9 +70,9 @@ func TestWorkDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("tessera work exited with %v after SIGTERM:\n%s", err, stderr.String())
+	case <-exited:
+		if code := cmd.ProcessState.ExitCode(); code != exitCutShort {
+			t.Fatalf("tessera work exited with %d after SIGTERM, want %d:\n%s", code, exitCutShort, stderr.String())
 		}
 	case <-time.After(20 * time.Second):
 		cmd.Process.Kill()
@@ -91,5 +93,35 @@ func TestWorkDrainsOnSIGTERM(t *testing.T) {
 	counts, err := c.Counts(ctx)
 	if err != nil || counts["work"]["leased"] != 0 {
 		t.Fatalf("left leased: %v, %v", counts, err)
+	}
+}
+
+// `tessera work` on a queue that has never had a task warns of it on
+// stderr, naming the queue and the namespace, and goes on waiting.
+func TestWorkWarnsOfAQueueThatNeverHadATask(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	t.Setenv("TESSERA_URL", srv.URL)
+	t.Setenv("TESSERA_KEY", testserver.AdminKey)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"work", "--queue", "typo", "-n", "build", "--", "true"}, io.Discard, stderr)
+	}()
+	want := `queue \"typo\" in namespace \"build\" has never had a task; check the queue and namespace names`
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning within 20 s; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("tessera work stopped with %v", err)
+	}
+	if n := strings.Count(stderr.String(), "never had a task"); n != 1 {
+		t.Fatalf("warned %d times:\n%s", n, stderr.String())
 	}
 }

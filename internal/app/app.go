@@ -58,13 +58,19 @@ type App struct {
 	// storage allowance refused it, or storage was unavailable (a full
 	// disk): the app serves discovery, and the same error for the rest.
 	Refused error
+	// Where says where the store lives, for the start line: "sqlite" and
+	// the file's path, or "postgres" with host, port, database and schema
+	// (never a password).
+	Where string
 
 	closeStore func() error
 	stopMeter  func()
+	unlock     func()
 }
 
 // Open assembles an App. A store the allowance refuses to create is not an
 // error: the App then answers discovery and the honest 503 (SPEC §13).
+// The SQLite store's data directory is locked (LockDataDir) until Close.
 func Open(ctx context.Context, o Options) (*App, error) {
 	if o.Clock == nil {
 		o.Clock = tessera.SystemClock{}
@@ -75,12 +81,21 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	unlock := func() {}
+	if isSQLite(o.Store) {
+		var err error
+		if unlock, err = LockDataDir(o.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	m, err := meter.Open(filepath.Join(o.DataDir, "meter.json"), o.Clock, o.Allowance)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
-	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}}
-	db, err := openStore(ctx, o, m)
+	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}, unlock: unlock}
+	db, where, err := openStore(ctx, o, m)
+	a.Where = where
 	switch err = sqlite.Unavailable(err); {
 	case err == nil:
 		a.Store, a.closeStore = db, db.Close
@@ -105,10 +120,11 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		// A SQLite file that cannot be opened (a full disk) leaves the
 		// server answering discovery and 503; an unreachable PostgreSQL
 		// at start-up stays an error, for the supervisor to retry.
-		tessera.ErrorCode(err) == tessera.CodeUnavailable && (o.Store == "" || o.Store == "sqlite"):
+		tessera.ErrorCode(err) == tessera.CodeUnavailable && isSQLite(o.Store):
 		a.Refused = err
 		a.Store = store.Refusing(err)
 	default:
+		unlock()
 		return nil, err
 	}
 	if o.Core.PublicURL == "" {
@@ -146,24 +162,32 @@ type backend interface {
 	meter.Ledger
 }
 
-// openStore opens the backend o names.
-func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, error) {
+// openStore opens the backend o names, and says where it lives.
+func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, string, error) {
 	switch {
-	case o.Store == "" || o.Store == "sqlite":
-		db, err := sqlite.Open(ctx, filepath.Join(o.DataDir, "tessera.db"), m)
+	case isSQLite(o.Store):
+		path, err := filepath.Abs(filepath.Join(o.DataDir, "tessera.db"))
 		if err != nil {
-			return nil, err // not a typed nil in an interface
+			return nil, "", err
 		}
-		return db, nil
+		db, err := sqlite.Open(ctx, path, m)
+		if err != nil {
+			return nil, "sqlite " + path, err // not a typed nil in an interface
+		}
+		return db, "sqlite " + path, nil
 	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
 		db, err := postgres.Open(ctx, o.Store, m, postgres.WithLogger(o.Log))
 		if err != nil {
-			return nil, err
+			return nil, "postgres", err
 		}
-		return db, nil
+		return db, db.Where(), nil
 	}
-	return nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
+	return nil, "", fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
 }
+
+// isSQLite reports whether store names the SQLite store in the data
+// directory.
+func isSQLite(store string) bool { return store == "" || store == "sqlite" }
 
 // Close stops the core (ending long-polls, writing buffered counters), syncs
 // the meter and closes the store.
@@ -172,5 +196,7 @@ func (a *App) Close() error {
 		a.Core.Close()
 	}
 	a.stopMeter()
-	return errors.Join(a.Meter.Sync(context.Background()), a.closeStore())
+	err := errors.Join(a.Meter.Sync(context.Background()), a.closeStore())
+	a.unlock()
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -252,6 +253,56 @@ func TestTextOutputWithoutTheWriteScope(t *testing.T) {
 	}
 	if res["stdout"] != "plain text\n" || res["stdout_ref"] != nil || !strings.Contains(res["stdout_blob_error"].(string), "forbidden") {
 		t.Fatalf("result %v", res)
+	}
+	h.noneLeased()
+}
+
+// Reaching --max-tasks is no shutdown: a command that runs longer than the
+// drain finishes and submits, and the runner reports nothing cut short.
+func TestMaxTasksWaitsForACommandLongerThanTheDrain(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	err := runner.Run(context.Background(), runner.Config{Client: h.c, Queue: "work", LeaseSeconds: 60, MaxTasks: 1,
+		Drain: 10 * time.Millisecond, Grace: 10 * time.Millisecond, Command: []string{"sh", "-c", `sleep 1; echo '{"slept":1}'`}})
+	if err != nil {
+		t.Fatalf("runner: %v", err)
+	}
+	if got := h.task(task.ID); got.State != client.StateSucceeded || string(got.Result) != `{"slept":1}` {
+		t.Fatalf("task %s, result %s, runs %+v", got.State, got.Result, got.Runs)
+	}
+	h.noneLeased()
+}
+
+// A shutdown after --max-tasks was reached still drains: the command that
+// outlives the drain is stopped, its task released without using an
+// attempt, and the runner says it cut the command short.
+func TestAShutdownAfterMaxTasksStillDrains(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 0)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	t.Setenv("PIDFILE", pidFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, runner.Config{Client: h.c, Queue: "work", LeaseSeconds: 60, MaxTasks: 1,
+			Drain: 100 * time.Millisecond, Grace: 100 * time.Millisecond,
+			Command: []string{"sh", "-c", `echo $$ > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; sleep 30`}})
+	}()
+	pid, err := strconv.Atoi(waitForFile(t, pidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, client.ErrDrained) {
+		t.Fatalf("runner after the drain ran out: %v, want ErrCutShort", err)
+	}
+	if alive(pid) {
+		t.Fatalf("the command (pid %d) outlived the drain", pid)
+	}
+	got := h.task(task.ID)
+	if got.State != client.StateReady || got.Attempts != 0 || got.Runs[0].Outcome != "released" {
+		t.Fatalf("task %s, attempts %d, runs %+v", got.State, got.Attempts, got.Runs)
 	}
 	h.noneLeased()
 }

@@ -6,8 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -35,72 +35,40 @@ const (
 	maxProgress = 4 << 10
 )
 
-// runTask runs the command for one claimed task and submits what came of
-// it. work ends when the runner's drain ran out: then the command is
-// stopped and the task released.
-func runTask(work context.Context, cfg Config, cl *client.Claim) {
-	log := cfg.Log.With("task", cl.Task.ID, "run", cl.Lease.RunID)
-	lease := cfg.Client.Keep(context.Background(), cl, client.KeepOptions{})
-	defer lease.Stop()
-	// Submits and releases are not cut short by the runner stopping.
-	ctx := context.Background()
-
-	ch, err := start(cfg, cl, lease)
+// runCommand runs the command for one claimed task and returns what came
+// of it, for client.Work to submit. ctx ends when the task's cancel was
+// requested, its lease was lost, or the runner's drain ran out: then the
+// command is stopped, and what becomes of the task is Work's to decide.
+func runCommand(ctx context.Context, cfg Config, job *client.Job) (any, error) {
+	log := cfg.Log.With("task", job.Task.ID, "run", job.Lease.RunID)
+	ch, err := start(cfg, job)
 	if err != nil {
 		log.Error("command did not start", "err", err)
-		submit(ctx, log, lease, client.SubmitRequest{Outcome: client.OutcomeFailed, Error: err.Error()})
-		return
+		return nil, err
 	}
 	defer ch.cleanup()
 	select {
 	case err = <-ch.exited:
-	case <-lease.Context().Done():
+	case <-ctx.Done():
 		ch.stop(cfg.Grace)
-		cause := context.Cause(lease.Context())
-		if errors.Is(cause, client.ErrCancelRequested) {
-			log.Info("task canceled; command stopped")
-		} else {
-			log.Warn("lease lost; command stopped", "err", cause)
-		}
-		return
-	case <-work.Done():
-		ch.stop(cfg.Grace)
-		if _, err := lease.Release(ctx); err != nil {
-			log.Warn("release failed; the lease will lapse", "err", err)
-			return
-		}
-		log.Info("drain ran out; command stopped and task released")
-		return
+		log.Info("command stopped", "why", context.Cause(ctx))
+		return nil, context.Cause(ctx)
 	}
-
 	if err != nil {
-		msg := tail(ch.stderr.Bytes())
-		if msg == "" {
-			msg = err.Error()
-		}
 		log.Info("command failed", "err", err)
-		submit(ctx, log, lease, client.SubmitRequest{Outcome: client.OutcomeFailed, Error: msg})
-		return
+		if msg := tail(ch.stderr.Bytes()); msg != "" {
+			return nil, errors.New(msg)
+		}
+		return nil, err
 	}
-	res, err := result(ctx, cfg.Client, ch.stdout, cl.Lease.Token)
+	// The command has finished: its output is kept even if the drain runs
+	// out meanwhile.
+	res, err := result(context.WithoutCancel(ctx), cfg.Client, ch.stdout, job.Lease.Token)
 	if err != nil {
 		log.Error("output not kept", "err", err)
-		submit(ctx, log, lease, client.SubmitRequest{Outcome: client.OutcomeFailed, Error: "tessera work: " + err.Error()})
-		return
+		return nil, fmt.Errorf("tessera work: %w", err)
 	}
-	submit(ctx, log, lease, client.SubmitRequest{Outcome: client.OutcomeSucceeded, Result: res})
-}
-
-func submit(ctx context.Context, log *slog.Logger, lease *client.Keeper, req client.SubmitRequest) {
-	task, err := lease.Submit(ctx, req)
-	switch {
-	case client.IsLeaseLost(err):
-		log.Info("submit too late: the lease is over", "outcome", req.Outcome)
-	case err != nil:
-		log.Info("submit failed; the lease will lapse", "err", err)
-	default:
-		log.Info("task submitted", "outcome", req.Outcome, "state", task.State)
-	}
+	return res, nil
 }
 
 // child is a running command.
@@ -114,7 +82,7 @@ type child struct {
 // start starts the command in its own process group, with the payload on
 // stdin, stdout to a temporary file, stderr kept (its tail) and copied,
 // and file descriptor 3 read for progress lines.
-func start(cfg Config, cl *client.Claim, lease *client.Keeper) (*child, error) {
+func start(cfg Config, job *client.Job) (*child, error) {
 	out, err := os.CreateTemp("", "tessera-work-stdout-")
 	if err != nil {
 		return nil, err
@@ -125,7 +93,7 @@ func start(cfg Config, cl *client.Claim, lease *client.Keeper) (*child, error) {
 		out.Close()
 		return nil, err
 	}
-	payload := []byte(cl.Task.Payload)
+	payload := []byte(job.Task.Payload)
 	if len(payload) == 0 {
 		payload = []byte("null")
 	}
@@ -136,12 +104,12 @@ func start(cfg Config, cl *client.Claim, lease *client.Keeper) (*child, error) {
 	cmd.Stderr = io.MultiWriter(ch.stderr, cfg.Stderr)
 	cmd.ExtraFiles = []*os.File{progressW}
 	cmd.Env = append(append(os.Environ(), cfg.Env...),
-		"TESSERA_TASK_ID="+cl.Task.ID,
-		"TESSERA_RUN_ID="+cl.Lease.RunID,
-		"TESSERA_NAMESPACE="+cl.Task.Namespace,
-		"TESSERA_QUEUE="+cl.Task.Queue,
-		"TESSERA_ATTEMPT="+strconv.Itoa(cl.Task.Attempts),
-		"TESSERA_LEASE_TOKEN="+cl.Lease.Token,
+		"TESSERA_TASK_ID="+job.Task.ID,
+		"TESSERA_RUN_ID="+job.Lease.RunID,
+		"TESSERA_NAMESPACE="+job.Task.Namespace,
+		"TESSERA_QUEUE="+job.Task.Queue,
+		"TESSERA_ATTEMPT="+strconv.Itoa(job.Task.Attempts),
+		"TESSERA_LEASE_TOKEN="+job.Lease.Token,
 	)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A grandchild holding stderr open must not keep Wait from returning.
@@ -153,7 +121,7 @@ func start(cfg Config, cl *client.Claim, lease *client.Keeper) (*child, error) {
 		out.Close()
 		return nil, err
 	}
-	go readProgress(progressR, lease)
+	go readProgress(progressR, job)
 	go func() { ch.exited <- cmd.Wait() }()
 	return ch, nil
 }
@@ -179,7 +147,7 @@ func (ch *child) cleanup() { ch.stdout.Close() }
 
 // readProgress turns {"progress": …} lines on fd 3 into heartbeat
 // progress; other lines are ignored.
-func readProgress(r *os.File, lease *client.Keeper) {
+func readProgress(r *os.File, job *client.Job) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
@@ -190,7 +158,7 @@ func readProgress(r *os.File, lease *client.Keeper) {
 		if json.Unmarshal(sc.Bytes(), &line) != nil || len(line.Progress) == 0 || len(line.Progress) > maxProgress {
 			continue
 		}
-		lease.Progress(line.Progress)
+		job.Progress(line.Progress)
 	}
 	_, _ = io.Copy(io.Discard, r) // a line too long ends the scan; keep the writer from blocking
 }

@@ -113,11 +113,14 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 const DefaultPoolSize = 8
 
 func (db *DB) start(ctx context.Context) error {
-	if err := db.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&db.schema); err != nil {
+	var searchPath string
+	if err := db.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), ''), current_setting('search_path')`).Scan(&db.schema, &searchPath); err != nil {
 		return translate(fmt.Errorf("postgres: %w", err), false, db.meter)
 	}
 	if db.schema == "" {
-		return errors.New("postgres: no schema of the search_path exists")
+		// The store does not create the schema: which one, and who may
+		// own it, is the operator's choice.
+		return fmt.Errorf("postgres: no schema of the search_path (%s) exists: create it first (CREATE SCHEMA %s;), or set search_path in the URL to one that exists", searchPath, schemaToCreate(searchPath))
 	}
 	if err := db.migrate(ctx); err != nil {
 		return err
@@ -129,6 +132,24 @@ func (db *DB) start(ctx context.Context) error {
 	db.channel = channelName(db.schema)
 	db.listener, err = startListener(ctx, db)
 	return err
+}
+
+// schemaToCreate is the schema a search_path names first (not "$user"),
+// as CREATE SCHEMA would take it.
+func schemaToCreate(searchPath string) string {
+	for _, s := range strings.Split(searchPath, ",") {
+		if s = strings.TrimSpace(s); s != "" && s != `"$user"` && s != "$user" {
+			return s
+		}
+	}
+	return "tessera"
+}
+
+// Where names the database and schema the store lives in, for a start
+// line: host, port, database and schema, never the password.
+func (db *DB) Where() string {
+	c := db.pool.Config().ConnConfig
+	return fmt.Sprintf("postgres host=%s port=%d database=%s schema=%s", c.Host, c.Port, c.Database, db.schema)
 }
 
 // Close stops listening and closes every connection; in-flight

@@ -257,13 +257,39 @@ func liveLease(task *tessera.Task, err error, id, token string, now time.Time) (
 		return nil, notFound(err, "task", id)
 	}
 	if task.State != tessera.StateLeased || task.Lease == nil || !tokenMatches(token, task) {
-		return nil, tessera.ErrLeaseLost
+		return nil, whyLost(task, token, now)
 	}
 	if !now.Before(task.Lease.ExpiresAt) {
 		return task, errLapsed
 	}
 	return task, nil
 }
+
+// whyLost is lease_lost for a token that is not task's live lease, saying
+// why, so a worker knows whether its work was already accepted: the token
+// names another task; the task finished (submitted, canceled or dead);
+// another run holds it (this one lapsed and it was granted again); or it
+// waits in its queue again (lapsed or released).
+func whyLost(task *tessera.Task, token string, now time.Time) *tessera.Error {
+	id, _, _ := strings.Cut(token, ".")
+	var why string
+	switch state := task.VisibleState(now); {
+	case id != task.ID:
+		why = "this lease token is not of task " + task.ID
+	case tessera.Terminal(state):
+		why = "task " + task.ID + " is already " + state + ": the run this token held has ended"
+	case state == tessera.StateLeased:
+		why = "task " + task.ID + " is held by another run: this token's lease lapsed and the task was granted again"
+	default:
+		why = "task " + task.ID + " is " + state + " again: this token's lease lapsed or was released"
+	}
+	return &tessera.Error{Code: tessera.CodeLeaseLost, Message: why}
+}
+
+// errLapsedLease is lease_lost for a lease found expired by the request
+// that presented it.
+var errLapsedLease = &tessera.Error{Code: tessera.CodeLeaseLost,
+	Message: "the lease expired before this request: the task goes back to its queue, or dies when its attempts are spent"}
 
 // withLease runs fn on a task whose live lease token is given. When the
 // lease turns out to have lapsed, the lapse is recorded and the caller gets
@@ -304,7 +330,7 @@ func (s *Service) noticeLapse(ctx context.Context, ns, token string, err error) 
 	if err != nil {
 		return err
 	}
-	return tessera.ErrLeaseLost
+	return errLapsedLease
 }
 
 // A lease token is "<task id>.<secret>": the task id lets a write that

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -360,4 +361,38 @@ func TestEmptyClaimSaysWhetherTheQueueIsKnown(t *testing.T) {
 	if got := r.Header.Get("Tessera-Queue-Known"); got != "true" {
 		t.Fatalf("after a restart: Tessera-Queue-Known %q, want true", got)
 	}
+}
+
+// lease_lost says why, so a worker knows whether its work was taken: the
+// run already ended, another run holds the task, the task waits in its
+// queue again, the lease ran out, or the token is another task's.
+func TestLeaseLostSaysWhy(t *testing.T) {
+	s := newTestServer(t)
+	beat := func(c claimed, id string) string {
+		t.Helper()
+		return wantError(t, s.do("POST", "/v1/claims/"+id+"/heartbeat", adminKey, map[string]any{"lease_token": c.Lease.Token}), 409, "lease_lost", "").Error.Message
+	}
+	says := func(what, msg, want string) {
+		t.Helper()
+		if !strings.Contains(msg, want) {
+			t.Errorf("%s: %q does not say %q", what, msg, want)
+		}
+	}
+	a := s.enqueue("main", adminKey, map[string]any{"title": "a", "queue": "why"})
+	ca := s.claim("main", adminKey, "why")
+	s.submit("main", adminKey, ca, "succeeded")
+	says("after a submit", beat(ca, a.ID), "is already succeeded")
+
+	b := s.enqueue("main", adminKey, map[string]any{"title": "b", "queue": "why"})
+	cb := s.claim("main", adminKey, "why")
+	says("another task's token", beat(ca, b.ID), "not of task "+b.ID)
+	s.must(200, "POST", "/v1/claims/"+b.ID+"/release", adminKey, map[string]any{"lease_token": cb.Lease.Token})
+	says("after a release", beat(cb, b.ID), "is ready again")
+
+	cb = s.claim("main", adminKey, "why")
+	s.Clock.Advance(time.Duration(cb.Lease.Seconds+1) * time.Second)
+	says("past its expiry", beat(cb, b.ID), "expired before this request")
+	s.Clock.Advance(time.Minute) // past the backoff
+	s.claim("main", adminKey, "why")
+	says("granted again", beat(cb, b.ID), "held by another run")
 }

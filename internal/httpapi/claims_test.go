@@ -1,10 +1,16 @@
 package httpapi_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tessera-dev/tessera/internal/app"
 
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -395,4 +401,54 @@ func TestLeaseLostSaysWhy(t *testing.T) {
 	s.Clock.Advance(time.Minute) // past the backoff
 	s.claim("main", adminKey, "why")
 	says("granted again", beat(cb, b.ID), "held by another run")
+}
+
+// A client that goes away in the middle of a long-poll is no server
+// fault: the call is logged and measured as 499 (nginx's convention) and
+// counted canceled, never as a 503 or in the 5xx of the metrics.
+func TestAClientThatHangsUpIsNoServerFault(t *testing.T) {
+	logs := &logBuffer{}
+	s, _ := serverWith(t, t.TempDir(), tessera.NewManualClock(time.Now()), func(o *app.Options) {
+		o.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	task := s.enqueue("main", adminKey, map[string]any{"title": "held", "queue": "hangup"})
+	s.claim("main", adminKey, "hangup")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/v1/claims/"+task.ID+"/events?wait=10", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	done := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	parked()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the request ended with %v, not by its client", err)
+	}
+	var line []string
+	for deadline := time.Now().Add(10 * time.Second); len(line) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		line = logs.lines(`"op":"claim.events"`)
+	}
+	if len(line) != 1 || !strings.Contains(line[0], `"status":499`) || !strings.Contains(line[0], `"code":"canceled"`) {
+		t.Fatalf("the hang-up was logged %q", line)
+	}
+	scrape := string(s.must(200, "GET", "/metrics", adminKey, nil).Body)
+	for _, want := range []string{
+		`tessera_operations_total{code="canceled",op="claim.events",transport="http"} 1`,
+		`tessera_http_requests_total{route="GET /v1/claims/{task_id}/events",status="499"} 1`,
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(scrape, `status="503"`) {
+		t.Errorf("a 503 was measured: %s", scrape)
+	}
 }

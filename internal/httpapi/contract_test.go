@@ -68,6 +68,9 @@ func (c *contract) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &captureWriter{ResponseWriter: w, body: capture{complete: true}}
 	c.next.ServeHTTP(out, r)
+	if r.Context().Err() != nil {
+		return // the client went away: no answer reached it to hold
+	}
 	status := out.status
 	if status == 0 {
 		status = http.StatusOK

@@ -99,11 +99,8 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	if r.Budget != nil {
 		r.Budget.spend(elapsed)
 	}
-	x.metrics.observe(op, r.Transport, res, elapsed)
-	code := "ok"
-	if res.Err != nil {
-		code = string(res.Err.Code)
-	}
+	code := res.outcome()
+	x.metrics.observe(op, r.Transport, res, code, elapsed)
 	x.log.LogAttrs(ctx, slog.LevelInfo, "op", slog.String("op", op.Name), slog.String("transport", r.Transport),
 		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
 		slog.Int64("duration_ms", elapsed.Milliseconds()),
@@ -164,6 +161,22 @@ func (op *Op) successStatus(out any) int {
 	return op.HTTP.Status
 }
 
+// outcome names what a call came to in logs, metrics and counters: ok,
+// the error's code, or canceled when the client went away (a 499, which
+// is not the server's fault and no 5xx).
+func (res *Result) outcome() string {
+	switch {
+	case res.Status == StatusClientClosed:
+		return OutcomeCanceled
+	case res.Err != nil:
+		return string(res.Err.Code)
+	}
+	return "ok"
+}
+
+// OutcomeCanceled is the outcome of a call whose client went away.
+const OutcomeCanceled = "canceled"
+
 // count records a failed call (SPEC §9: failures are counted, never
 // evented), under main when the namespace was malformed.
 func (x *Exec) count(op *Op, c *Call, res *Result) {
@@ -175,7 +188,7 @@ func (x *Exec) count(op *Op, c *Call, res *Result) {
 	if !tessera.ValidNamespace(ns) {
 		ns = tessera.MainNamespace // a malformed namespace names none
 	}
-	x.core.Count(principal, ns, op.Name, string(res.Err.Code))
+	x.core.Count(principal, ns, op.Name, res.outcome())
 }
 
 // Budget is the long-poll time the calls of one request share.
@@ -231,14 +244,7 @@ func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.calls, m.latency, m.claimWait}
 }
 
-func (m *metrics) observe(op *Op, transport string, res *Result, d time.Duration) {
-	code := "ok"
-	switch {
-	case res.Status == StatusClientClosed:
-		code = "canceled"
-	case res.Err != nil:
-		code = string(res.Err.Code)
-	}
+func (m *metrics) observe(op *Op, transport string, res *Result, code string, d time.Duration) {
 	m.calls.WithLabelValues(op.Name, transport, code).Inc()
 	m.latency.WithLabelValues(op.Name, transport).Observe(d.Seconds())
 	if claimed, ok := res.Out.(*core.Claimed); ok && op.Name == core.ActClaim {

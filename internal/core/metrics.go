@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,15 +27,21 @@ type QueueDepth struct {
 type QueueDepths struct {
 	Time   time.Time
 	Queues []QueueDepth
-	// Truncated says namespaces past the first MetricsNamespaces (by
-	// name) were left out.
+	// Truncated says namespaces were left out: named ones past the first
+	// MetricsNamespaces, or demo ones past the first MetricsNamespaces
+	// summed into DemoNamespaces.
 	Truncated bool
 }
 
 const (
-	// MetricsNamespaces bounds the namespaces one pass reports, so a
-	// server with many namespaces keeps a bounded set of series.
+	// MetricsNamespaces bounds the namespaces one pass reads, of named
+	// namespaces and of demo ones each, so a server with many namespaces
+	// keeps a bounded set of series and a bounded scrape.
 	MetricsNamespaces = 256
+	// DemoNamespaces is the one series every anonymous session's demo
+	// namespace is summed into: thousands of them would crowd out the
+	// namespaces an operator watches, and sort before main by name.
+	DemoNamespaces = "demo-*"
 	// depthsTTL is how long a pass serves: scrapers more frequent than
 	// that (or several Prometheus servers) share one.
 	depthsTTL = 5 * time.Second
@@ -47,7 +55,8 @@ type depthCache struct {
 }
 
 // QueueDepths returns the depth of every queue of the first
-// MetricsNamespaces namespaces by name, for GET /metrics. One read
+// MetricsNamespaces named namespaces by name, then the queues of the demo
+// namespaces summed under DemoNamespaces, for GET /metrics. One read
 // transaction lists them (store NamespaceList) and reads each one's health
 // over all tasks (readHealth with store.AllTasks: TaskStateCounts,
 // TaskLapsedCounts, TaskOldestReady), so a pass costs O(namespaces ×
@@ -62,22 +71,40 @@ func (s *Service) QueueDepths(ctx context.Context) (*QueueDepths, error) {
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		out.Queues, out.Truncated = nil, false
 		out.Time = s.clock.Now()
-		nss, err := tx.NamespaceList(ctx, "", MetricsNamespaces+1)
+		named, demo, truncated, err := metricsNamespaces(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if len(nss) > MetricsNamespaces {
-			out.Truncated = true
-			nss = nss[:MetricsNamespaces]
-		}
-		for _, ns := range nss {
-			h, err := readHealth(ctx, tx, ns.Name, out.Time, store.AllTasks)
+		out.Truncated = truncated
+		for _, ns := range named {
+			h, err := readHealth(ctx, tx, ns, out.Time, store.AllTasks)
 			if err != nil {
 				return err
 			}
 			for _, q := range h.Queues {
-				out.Queues = append(out.Queues, QueueDepth{Namespace: ns.Name, QueueHealth: q})
+				out.Queues = append(out.Queues, QueueDepth{Namespace: ns, QueueHealth: q})
 			}
+		}
+		sum := map[string]*QueueDepth{}
+		var queues []string
+		for _, ns := range demo {
+			h, err := readHealth(ctx, tx, ns, out.Time, store.AllTasks)
+			if err != nil {
+				return err
+			}
+			for _, q := range h.Queues {
+				d := sum[q.Queue]
+				if d == nil {
+					d = &QueueDepth{Namespace: DemoNamespaces, QueueHealth: QueueHealth{Queue: q.Queue, Counts: map[string]int{}}}
+					sum[q.Queue] = d
+					queues = append(queues, q.Queue)
+				}
+				addHealth(&d.QueueHealth, q)
+			}
+		}
+		slices.Sort(queues)
+		for _, q := range queues {
+			out.Queues = append(out.Queues, *sum[q])
 		}
 		return nil
 	})
@@ -86,6 +113,62 @@ func (s *Service) QueueDepths(ctx context.Context) (*QueueDepths, error) {
 	}
 	s.depths.last, s.depths.at = out, time.Now()
 	return out, nil
+}
+
+// metricsNamespaces lists the namespaces a pass reads: main, then the
+// other named ones (all but the demo ones, by name), then the demo ones,
+// at most MetricsNamespaces of each; truncated says some were left out.
+// Demo names sort between "demo-" and "demo-~": the named ones are listed
+// on both sides of that range, and the demo ones inside it.
+func metricsNamespaces(ctx context.Context, tx store.Tx) (named, demo []string, truncated bool, err error) {
+	const demoFirst, demoPast = "demo-", "demo-~"
+	named = []string{tessera.MainNamespace}
+	list := func(after string, until func(string) bool, into *[]string) error {
+		for {
+			page, err := tx.NamespaceList(ctx, after, 100)
+			if err != nil {
+				return err
+			}
+			for _, ns := range page {
+				if until(ns.Name) {
+					return nil
+				}
+				if ns.Name == tessera.MainNamespace {
+					continue
+				}
+				if len(*into) == MetricsNamespaces {
+					truncated = true
+					return nil
+				}
+				*into = append(*into, ns.Name)
+			}
+			if len(page) < 100 {
+				return nil
+			}
+			after = page[len(page)-1].Name
+		}
+	}
+	if err = list("", func(n string) bool { return n >= demoFirst }, &named); err != nil {
+		return
+	}
+	if err = list(demoPast, func(string) bool { return false }, &named); err != nil {
+		return
+	}
+	err = list(demoFirst, func(n string) bool { return n >= demoPast }, &demo)
+	return
+}
+
+// addHealth adds q's counts and leases into d, keeping the oldest ready
+// age: the sum of one queue over several namespaces.
+func addHealth(d *QueueHealth, q QueueHealth) {
+	for st, n := range q.Counts {
+		d.Counts[st] += n
+	}
+	d.LiveLeases += q.LiveLeases
+	d.ExpiredLeases += q.ExpiredLeases
+	if a := q.OldestReadyAgeSeconds; a != nil && (d.OldestReadyAgeSeconds == nil || *a > *d.OldestReadyAgeSeconds) {
+		d.OldestReadyAgeSeconds = a
+	}
 }
 
 // RunEnd names the runs of one queue that ended one way.
@@ -116,6 +199,9 @@ func (c *runCounter) add(ns, queue, outcome, state string) {
 	defer c.mu.Unlock()
 	if c.ended == nil {
 		c.ended, c.dead = map[RunEnd]int64{}, map[RunEnd]int64{}
+	}
+	if strings.HasPrefix(ns, "demo-") {
+		ns = DemoNamespaces
 	}
 	k := RunEnd{Namespace: ns, Queue: queue, Outcome: outcome}
 	if _, ok := c.ended[k]; !ok && len(c.ended) >= maxRunSeries {

@@ -98,7 +98,7 @@ var (
 	descQueueTasks       = prometheus.NewDesc("tessera_queue_tasks", "Tasks by namespace, queue and stored state (ready includes scheduled), public or not.", []string{"namespace", "queue", "state"}, nil)
 	descQueueLeases      = prometheus.NewDesc("tessera_queue_leases", "Leases by namespace and queue: live, or expired but not yet noticed.", []string{"namespace", "queue", "state"}, nil)
 	descQueueOldest      = prometheus.NewDesc("tessera_queue_oldest_ready_age_seconds", "How long the oldest claimable task of a queue has waited since its run_at.", []string{"namespace", "queue"}, nil)
-	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces past the first 256 (by name) were left out of the queue metrics.", nil, nil)
+	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces were left out of the queue metrics: named ones past the first 256 by name, or demo ones past the first 256 summed into namespace \"demo-*\".", nil, nil)
 	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
 	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
 	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -142,5 +143,52 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if m, _ := s.scrape(); m[`tessera_runs_ended_total{namespace="main",outcome="lapsed",queue="q"}`] != 1 || m[`tessera_claim_wait_seconds_count{outcome="empty"}`] != 1 {
 		t.Errorf("after the lapse was noticed: lapsed %v, empty claims %v",
 			m[`tessera_runs_ended_total{namespace="main",outcome="lapsed",queue="q"}`], m[`tessera_claim_wait_seconds_count{outcome="empty"}`])
+	}
+}
+
+// The queue metrics keep the namespaces an operator watches: named
+// namespaces first, however many demo namespaces sort before main, and
+// every demo namespace summed into one "demo-*" series; past 256 named
+// namespaces the rest are left out, and the metrics say so.
+func TestMetricsKeepNamedNamespacesAndSumDemoOnes(t *testing.T) {
+	s := newTestServer(t)
+	for _, ns := range []string{"demo-aaa", "demo-bbb", "demo-ccc"} {
+		s.enqueue(ns, adminKey, map[string]any{"queue": "practice"})
+	}
+	s.enqueue("main", adminKey, map[string]any{"queue": "q"})
+	s.enqueue("zeta", adminKey, map[string]any{"queue": "q"})
+	samples, body := s.scrape()
+	for name, want := range map[string]float64{
+		`tessera_queue_tasks{namespace="main",queue="q",state="ready"}`:          1,
+		`tessera_queue_tasks{namespace="zeta",queue="q",state="ready"}`:          1,
+		`tessera_queue_tasks{namespace="demo-*",queue="practice",state="ready"}`: 3,
+		`tessera_queue_namespaces_truncated`:                                     0,
+	} {
+		if got, ok := samples[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if bytes.Contains(body, []byte(`namespace="demo-aaa"`)) {
+		t.Errorf("a demo namespace has series of its own")
+	}
+
+	// A pass is kept 5 s: the many namespaces go to a server of their own.
+	s = newTestServer(t)
+	for _, ns := range []string{"demo-aaa", "demo-bbb", "demo-ccc"} {
+		s.enqueue(ns, adminKey, map[string]any{"queue": "practice"})
+	}
+	s.enqueue("main", adminKey, map[string]any{"queue": "q"})
+	for i := range core.MetricsNamespaces {
+		s.enqueue(fmt.Sprintf("n%03d", i), adminKey, map[string]any{"queue": "q"})
+	}
+	samples, _ = s.scrape()
+	if samples[`tessera_queue_namespaces_truncated`] != 1 {
+		t.Errorf("%d named namespaces reported without saying some were left out", core.MetricsNamespaces+1)
+	}
+	if _, ok := samples[`tessera_queue_tasks{namespace="main",queue="q",state="ready"}`]; !ok {
+		t.Errorf("main left out of the metrics")
+	}
+	if got := samples[`tessera_queue_tasks{namespace="demo-*",queue="practice",state="ready"}`]; got != 3 {
+		t.Errorf("the demo sum after truncation: %v", got)
 	}
 }

@@ -208,9 +208,39 @@ func (c *conn) print(v any, table func(w *tabwriter.Writer)) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	var buf strings.Builder
+	w := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	table(w)
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(c.stdout, escapeBidi(buf.String()))
+	return err
+}
+
+// escapeBidi writes the bidirectional formatting characters of free text
+// (titles, names) as escapes: a terminal would apply them, and a title
+// "\u202egnp.exe" would read "exe.png" in a table. JSON output keeps them,
+// as the data it is.
+func escapeBidi(s string) string {
+	if !strings.ContainsFunc(s, isBidi) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isBidi(r) {
+			fmt.Fprintf(&b, "\\u%04X", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// isBidi reports the characters that reorder the text around them: the
+// marks, embeddings, overrides and isolates of Unicode's bidi algorithm.
+func isBidi(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
 }
 
 // more tells a person there is a next page.

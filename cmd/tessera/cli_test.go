@@ -252,3 +252,24 @@ func TestAuditNamesPrincipals(t *testing.T) {
 		t.Fatalf("audit by the worker itself:\n%s", out)
 	}
 }
+
+// A title that reorders the text around it is shown with its bidi
+// controls escaped in a table (a terminal would apply them: "\u202egnp.exe"
+// reads "exe.png"), and kept as it is in --json, which is data.
+func TestTablesEscapeBidiControls(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	title := "\u202egnp.exe \u2067isolated\u2069"
+	if _, code := cli(t, srv.URL, k, "", "tasks", "enqueue", "--title", title); code != 0 {
+		t.Fatal("enqueue failed")
+	}
+	out, _ := cli(t, srv.URL, k, "", "tasks", "list")
+	if !strings.Contains(out, `\u202Egnp.exe \u2067isolated\u2069`) || strings.ContainsAny(out, "\u202e\u2067\u2069") {
+		t.Fatalf("tasks list:\n%q", out)
+	}
+	js, _ := cli(t, srv.URL, k, "", "tasks", "list", "--json")
+	var page struct{ Tasks []struct{ Title string } }
+	if err := json.Unmarshal([]byte(js), &page); err != nil || len(page.Tasks) != 1 || page.Tasks[0].Title != title {
+		t.Fatalf("tasks list --json: %s (%v)", js, err)
+	}
+}

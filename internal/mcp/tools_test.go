@@ -469,3 +469,23 @@ func TestBatchOfLongPollsSharesOneWait(t *testing.T) {
 		t.Fatalf("the batch took %s: its long-polls did not share the budget", took)
 	}
 }
+
+// A claim made over MCP is measured where one over HTTP is: one point per
+// operation call, whatever the transport.
+func TestMCPClaimsReachTheClaimWaitMetric(t *testing.T) {
+	s := start(t)
+	key := s.newKey("namespace:main", "enqueue", "claim")
+	s.must(key, "enqueue_task", map[string]any{"title": "t", "queue": "m"})
+	s.must(key, "claim_task", map[string]any{"queue": "m"})
+	s.must(key, "claim_task", map[string]any{"queue": "m"})
+	r := s.send("GET", "/metrics", nil, "Authorization", "Bearer "+adminKey)
+	for _, want := range []string{
+		`tessera_claim_wait_seconds_count{outcome="granted"} 1`,
+		`tessera_claim_wait_seconds_count{outcome="empty"} 1`,
+		`tessera_operations_total{code="ok",op="claim.grant",transport="mcp"} 2`,
+	} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

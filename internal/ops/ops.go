@@ -154,7 +154,10 @@ type none struct{}
 // Table is every operation, in the order the documents list them.
 var Table []*Op
 
-var byName, byTool map[string]*Op
+var (
+	byName, byTool map[string]*Op
+	tools, routes  []*Op
+)
 
 // init builds the table: some operations describe the table itself
 // (explain_access_modes), which a variable's initializer may not.
@@ -167,6 +170,14 @@ func init() {
 		}
 		return o.Tool.Name
 	})
+	for _, o := range Table {
+		if o.Tool != nil {
+			tools = append(tools, o)
+		}
+		if o.HTTP != nil {
+			routes = append(routes, o)
+		}
+	}
 }
 
 func index(key func(*Op) string) map[string]*Op {
@@ -191,26 +202,10 @@ func Named(name string) *Op { return byName[name] }
 func ByTool(name string) *Op { return byTool[name] }
 
 // Tools returns the operations that are MCP tools, in table order.
-func Tools() []*Op {
-	var out []*Op
-	for _, o := range Table {
-		if o.Tool != nil {
-			out = append(out, o)
-		}
-	}
-	return out
-}
+func Tools() []*Op { return tools }
 
 // Routes returns the operations that are HTTP routes, in table order.
-func Routes() []*Op {
-	var out []*Op
-	for _, o := range Table {
-		if o.HTTP != nil {
-			out = append(out, o)
-		}
-	}
-	return out
-}
+func Routes() []*Op { return routes }
 
 // Keyless reports whether the operation never takes a key.
 func (op *Op) Keyless() bool { return op.Need().Keyless }

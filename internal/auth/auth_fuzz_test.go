@@ -1,11 +1,13 @@
 package auth_test
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // keyRE is the key format of SPEC §1 and the README, written independently
@@ -114,6 +116,30 @@ func FuzzParseKey(f *testing.F) {
 		}
 		if len(key) > auth.MaxKeyLen {
 			t.Fatalf("accepted key of %d bytes is over MaxKeyLen %d", len(key), auth.MaxKeyLen)
+		}
+	})
+}
+
+// FuzzBearer reads the Authorization and X-Api-Key headers of SPEC §4:
+// nothing panics it, every refusal is unauthorized and says what to send,
+// and what it accepts is the text after a case-insensitive "Bearer ".
+func FuzzBearer(f *testing.F) {
+	for _, s := range []string{"", "Bearer tsk_abcd_" + secret24, "bearer x", "Basic dXNlcjpwYXNz", "tsk_abcd_" + secret24, "Bearer", "BEARER  two  spaces", "Bearer \x00"} {
+		f.Add(s, "")
+		f.Add(s, "tsk_abcd_"+secret24)
+	}
+	f.Fuzz(func(t *testing.T, authorization, apiKey string) {
+		token, err := auth.Bearer(authorization, apiKey)
+		if err != nil {
+			var e *tessera.Error
+			if !errors.As(err, &e) || e.Code != tessera.CodeUnauthorized || !strings.Contains(e.Message, "Bearer") && !strings.Contains(e.Message, "tsk_") {
+				t.Fatalf("Bearer(%q, %q) = %v", authorization, apiKey, err)
+			}
+			return
+		}
+		scheme, rest, _ := strings.Cut(authorization, " ")
+		if !strings.EqualFold(scheme, "Bearer") || token != strings.TrimSpace(rest) {
+			t.Fatalf("Bearer(%q) accepted %q", authorization, token)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,4 +81,53 @@ func quickstartScript(t *testing.T, readme string) string {
 		t.Fatal("the quickstart section has no sh block")
 	}
 	return strings.Join(blocks, "\n")
+}
+
+// The README's flag table lists every flag of tessera serve with the
+// default serve -h prints, so a new flag or a changed default cannot go
+// unmentioned.
+func TestREADMEListsEveryServeFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // flag → its table row
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`--([a-z-]+)`").FindAllStringSubmatch(strings.SplitN(line, " | ", 2)[0], -1) {
+			rows[m[1]] = line
+		}
+	}
+	var usage bytes.Buffer
+	if err := serve(context.Background(), []string{"-h"}, &usage); err == nil {
+		t.Fatal("serve -h did not stop at its usage")
+	}
+	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)(?: \w+)?\n\s+(.*)$`).FindAllStringSubmatch(usage.String(), -1)
+	if len(flags) < 20 {
+		t.Fatalf("read only %d flags from serve -h:\n%s", len(flags), usage.String())
+	}
+	// The defaults the flag package appends: quoted for strings, bare
+	// for numbers and durations.
+	deflt := regexp.MustCompile(`\(default (?:"([^"]*)"|([0-9][0-9a-z.]*))\)$`)
+	for _, f := range flags {
+		name, help := f[1], f[2]
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("README's flag table lacks --%s (%s)", name, help)
+			continue
+		}
+		m := deflt.FindStringSubmatch(help)
+		if m == nil {
+			continue
+		}
+		want := m[1] + m[2]
+		if d, err := time.ParseDuration(want); err == nil && d >= time.Hour && d%time.Hour == 0 {
+			want = fmt.Sprintf("%dh", d/time.Hour) // 168h0m0s is written 168h
+		}
+		if !strings.Contains(row, "`"+want+"`") {
+			t.Errorf("README's row for --%s does not give its default `%s`: %s", name, want, row)
+		}
+	}
 }

@@ -74,7 +74,7 @@ func TestNamespaceForbiddenCreatesNothing(t *testing.T) {
 }
 
 // Reads and empty claims of a namespace never written answer empty and
-// create nothing (README design notes).
+// create nothing (docs/design.md, "Namespaces and retention").
 func TestNamespaceUnwrittenReadsEmpty(t *testing.T) {
 	s := newTestServer(t)
 	key, _ := s.newKey("service", "namespace:gamma", "read", "enqueue", "claim")

@@ -53,7 +53,7 @@ func BenchmarkClaimSubmitHistory(b *testing.B) {
 }
 
 // BenchmarkClaimParallel runs claim+submit from 16 goroutines on one
-// node, by pool size and plan_cache_mode: what the README's advice on
+// node, by pool size and plan_cache_mode: what docs/design.md's advice on
 // both rests on.
 func BenchmarkClaimParallel(b *testing.B) {
 	for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {

@@ -109,7 +109,7 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 
 // DefaultPoolSize is the pool's size when the URL does not set
 // pool_max_conns: enough for a node's concurrent claims on two cores to
-// overlap their round trips (README, "PostgreSQL").
+// overlap their round trips (docs/design.md, "PostgreSQL").
 const DefaultPoolSize = 8
 
 func (db *DB) start(ctx context.Context) error {

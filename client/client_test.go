@@ -72,6 +72,13 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if len(page.Tasks) != 1 || page.Tasks[0].ID != task.ID {
 		t.Fatalf("listed: %+v", page)
 	}
+	child := ok(admin.Enqueue(ctx, client.EnqueueRequest{Title: "after it", After: []string{task.ID}}))
+	if child.State != client.StateWaiting || child.Dependency == nil || child.Dependency.WaitingOn != 1 {
+		t.Fatalf("a task enqueued after another: %+v", child)
+	}
+	if deps := ok(admin.Dependents(ctx, task.ID, client.Page{})); len(deps.Tasks) != 1 || deps.Tasks[0].ID != child.ID {
+		t.Fatalf("dependents: %+v", deps)
+	}
 	if got := ok(admin.PauseTask(ctx, task.ID)); got.State != client.StatePaused {
 		t.Fatalf("paused: %s", got.State)
 	}
@@ -201,7 +208,7 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if tot := ok(admin.SetAllowance(ctx, client.Allowance{RowsWrittenPerDay: 1_000_000})); tot.Allowance.RowsWrittenPerDay != 1_000_000 {
 		t.Fatalf("allowance: %+v", tot)
 	}
-	if a := ok(admin.MyAudit(ctx, client.AuditFilter{Action: "task.enqueue"})); len(a.Events) != 2 {
+	if a := ok(admin.MyAudit(ctx, client.AuditFilter{Action: "task.enqueue"})); len(a.Events) != 3 {
 		t.Fatalf("my enqueue events: %+v", a.Events)
 	}
 	if a := ok(admin.AdminAudit(ctx, client.AuditFilter{Principal: pr.ID, Outcome: "forbidden"})); len(a.Counters) != 1 || a.Counters[0].Count != 1 {

@@ -42,9 +42,12 @@ type Keeper struct {
 	mu        sync.Mutex
 	progress  any
 	gen, sent int // progress generation set, and sent by a heartbeat
-	expiresAt time.Time
-	failures  int
-	stopOnce  sync.Once
+	// checkpoint is sent by the next heartbeat, as progress is.
+	checkpoint    any
+	cpGen, cpSent int
+	expiresAt     time.Time
+	failures      int
+	stopOnce      sync.Once
 }
 
 // Keep starts keeping cl's lease alive until ctx ends, the lease is over,
@@ -90,6 +93,17 @@ func (k *Keeper) Progress(v any) {
 	k.mu.Lock()
 	k.progress = v
 	k.gen++
+	k.mu.Unlock()
+	k.wake()
+}
+
+// Checkpoint sets what the run has done so far (any JSON value ≤ 64 KiB),
+// sent by the next heartbeat: should this run not finish, the next
+// attempt's claim returns it as PreviousCheckpoint. The last one wins.
+func (k *Keeper) Checkpoint(v any) {
+	k.mu.Lock()
+	k.checkpoint = v
+	k.cpGen++
 	k.mu.Unlock()
 	k.wake()
 }
@@ -156,10 +170,13 @@ func (k *Keeper) heartbeats() {
 // when the lease is over.
 func (k *Keeper) beat() time.Duration {
 	k.mu.Lock()
-	gen := k.gen
+	gen, cpGen := k.gen, k.cpGen
 	req := HeartbeatRequest{LeaseToken: k.claim.Lease.Token}
 	if k.sent != gen {
 		req.Progress = k.progress
+	}
+	if k.cpSent != cpGen {
+		req.Checkpoint = k.checkpoint
 	}
 	k.mu.Unlock()
 	hb, err := k.c.Heartbeat(k.ctx, k.claim.Task.ID, req)
@@ -177,7 +194,7 @@ func (k *Keeper) beat() time.Duration {
 		// heartbeat after would carry it and fail.
 		k.failures++
 		if ErrorCode(err) == CodeInvalidRequest {
-			k.sent = gen
+			k.sent, k.cpSent = gen, cpGen
 		}
 		return min(k.opts.Interval, max(time.Until(k.expiresAt)/4, 100*time.Millisecond))
 	case hb.CancelRequested:
@@ -187,7 +204,7 @@ func (k *Keeper) beat() time.Duration {
 	if hb.ExpiresAt != nil {
 		k.expiresAt = *hb.ExpiresAt
 	}
-	k.sent = gen
+	k.sent, k.cpSent = gen, cpGen
 	return k.opts.Interval
 }
 

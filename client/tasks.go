@@ -78,6 +78,22 @@ func (c *Client) RetryTask(ctx context.Context, id string) (*Task, error) {
 	return c.changeTask(ctx, id, "retry")
 }
 
+// RetryWithDependents retries a dead or canceled task, and makes the tasks
+// its failure canceled wait for it again, and theirs in turn.
+func (c *Client) RetryWithDependents(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks/" + url.PathEscape(id) + "/retry", body: map[string]bool{"dependents": true}}, &out)
+	return result(&out, err)
+}
+
+// Dependents lists the tasks enqueued after a task (its children), by id
+// (GET /v1/tasks/{id}/dependents).
+func (c *Client) Dependents(ctx context.Context, id string, p Page) (*TaskPage, error) {
+	var out TaskPage
+	_, err := c.do(ctx, &request{method: "GET", path: "/tasks/" + url.PathEscape(id) + "/dependents", query: pageQuery(p)}, &out)
+	return result(&out, err)
+}
+
 // changeTask is not safe to repeat after a broken connection: the second
 // try of a change that happened answers invalid_state.
 func (c *Client) changeTask(ctx context.Context, id, change string) (*Task, error) {

@@ -8,8 +8,10 @@ import (
 // The API's wire types. They mirror the JSON of the HTTP API (see
 // /v1/openapi.json) and nothing else: the client knows no server code.
 
-// Task states as clients see them.
+// Task states as clients see them. A waiting task waits for the tasks it
+// was enqueued after (EnqueueRequest.After).
 const (
+	StateWaiting   = "waiting"
 	StateScheduled = "scheduled"
 	StateReady     = "ready"
 	StateLeased    = "leased"
@@ -49,6 +51,30 @@ type Task struct {
 	Progress        json.RawMessage `json:"progress,omitempty"`
 	Lease           *Lease          `json:"lease,omitempty"`
 	Runs            []Run           `json:"runs,omitempty"`
+	// Dependency is what the task waits on, for a task enqueued after
+	// others (EnqueueRequest.After).
+	Dependency *Dependency `json:"dependency,omitempty"`
+	// Checkpoint is the last a run of the task left (GetTask).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Dependency is a task's parents and how many have not finished.
+type Dependency struct {
+	After           []string `json:"after"`
+	WaitingOn       int      `json:"waiting_on"`
+	OnParentFailure string   `json:"on_parent_failure"`
+	// FailedParent is the first parent that ended dead or canceled.
+	FailedParent string `json:"failed_parent,omitempty"`
+	// CanceledBy is the parent whose failure canceled the task.
+	CanceledBy string `json:"canceled_by,omitempty"`
+}
+
+// Checkpoint is what a run left for the next attempt to resume from.
+type Checkpoint struct {
+	Value   json.RawMessage `json:"value"`
+	Attempt int             `json:"attempt"`
+	RunID   string          `json:"run_id"`
+	At      time.Time       `json:"at"`
 }
 
 // Lease is a claim on a task. Token is set only in a claim's answer.
@@ -85,9 +111,23 @@ type EnqueueRequest struct {
 	Public      bool       `json:"public,omitempty"`
 	MaxAttempts int        `json:"max_attempts,omitempty"`
 	RunAt       *time.Time `json:"run_at,omitempty"`
+	// After are the tasks this one waits on: ids or, in a batch, the Ref
+	// of an earlier task. It stays waiting until all have succeeded.
+	After []string `json:"after,omitempty"`
+	// OnParentFailure is what it does when a parent ends dead or
+	// canceled: "cancel" (the default) or "run".
+	OnParentFailure string `json:"on_parent_failure,omitempty"`
+	// Ref names the task within its batch, for later tasks' After.
+	Ref string `json:"ref,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }
+
+// What a task does when a parent ends dead or canceled.
+const (
+	ParentFailureCancel = "cancel"
+	ParentFailureRun    = "run"
+)
 
 // MaxBatchTasks is the most tasks one EnqueueBatch may carry (the API's
 // limit, beside its 1 MiB body limit).
@@ -138,13 +178,19 @@ type ClaimRequest struct {
 type Claim struct {
 	Lease Lease `json:"lease"`
 	Task  Task  `json:"task"`
+	// PreviousCheckpoint is what an earlier attempt at the task left to
+	// resume from (HeartbeatRequest.Checkpoint); nil when none did.
+	PreviousCheckpoint *Checkpoint `json:"previous_checkpoint,omitempty"`
 }
 
-// HeartbeatRequest extends a lease. Progress is any JSON value (≤ 4 KiB).
+// HeartbeatRequest extends a lease. Progress is any JSON value (≤ 4 KiB);
+// Checkpoint (any JSON value ≤ 64 KiB) is stored for the next attempt to
+// resume from, should this run not finish.
 type HeartbeatRequest struct {
 	LeaseToken   string `json:"lease_token"`
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
 	Progress     any    `json:"progress,omitempty"`
+	Checkpoint   any    `json:"checkpoint,omitempty"`
 }
 
 // Heartbeat is a heartbeat's answer. After a requested cancel the run is

@@ -21,6 +21,9 @@ type Job struct {
 	// written during the work to the run (PutRecordRequest.LeaseToken,
 	// PutBlob's leaseToken).
 	Lease *Lease
+	// PreviousCheckpoint is what an earlier attempt at the task left to
+	// resume from (Job.Checkpoint); nil when none did.
+	PreviousCheckpoint *Checkpoint
 
 	keeper *Keeper
 }
@@ -28,6 +31,11 @@ type Job struct {
 // Progress sets the progress (any JSON value ≤ 4 KiB) the next heartbeat
 // reports; see Keeper.Progress.
 func (j *Job) Progress(v any) { j.keeper.Progress(v) }
+
+// Checkpoint records what the work has done so far (any JSON value ≤ 64
+// KiB) with the next heartbeat: should this run not finish, the next
+// attempt starts with it as PreviousCheckpoint. See Keeper.Checkpoint.
+func (j *Job) Checkpoint(v any) { j.keeper.Checkpoint(v) }
 
 // Handler does one task's work. Its ctx ends when the task's cancel was
 // requested (context.Cause is ErrCancelRequested), the lease was lost (the
@@ -168,7 +176,7 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 	log := c.log.With("task", cl.Task.ID, "run", cl.Lease.RunID)
 	lease := c.Keep(work, cl, keep)
 	defer lease.Stop()
-	job := &Job{Task: &lease.Claim().Task, Lease: &lease.Claim().Lease, keeper: lease}
+	job := &Job{Task: &lease.Claim().Task, Lease: &lease.Claim().Lease, PreviousCheckpoint: lease.Claim().PreviousCheckpoint, keeper: lease}
 	result, err := call(lease.Context(), handler, job, log)
 	// Submits and releases are not cut short by the drain.
 	ctx := context.WithoutCancel(work)

@@ -27,7 +27,7 @@ server:
 
 client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json,
 before or after the command):
-  tasks enqueue|list|get|cancel|pause|resume|retry
+  tasks enqueue|list|get|graph|cancel|pause|resume|retry
   counts             tasks by queue and state
   records put|get|list
   blobs put|get

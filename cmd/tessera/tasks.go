@@ -14,15 +14,25 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// tasksCmd is `tessera tasks enqueue|list|get|cancel|pause|resume|retry`.
+// tasksCmd is `tessera tasks enqueue|list|get|graph|cancel|pause|resume|retry`.
 func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	change := func(verb string, fn func(*client.Client, context.Context, string) (*client.Task, error)) func([]string) error {
+	// change runs fn on each task named; a retry takes --dependents, which
+	// runs withDependents instead.
+	type changeFunc = func(*client.Client, context.Context, string) (*client.Task, error)
+	change := func(verb string, fn, withDependents changeFunc) func([]string) error {
 		return func(args []string) error {
 			fs := flag.NewFlagSet("tasks "+verb, flag.ContinueOnError)
 			cn := connFlags(fs, stdout, stderr)
+			var dependents *bool
+			if withDependents != nil {
+				dependents = fs.Bool("dependents", false, "also make the tasks its failure canceled wait for it again, and theirs in turn")
+			}
 			ids, c, err := cn.parse(fs, args, 1, -1)
 			if err != nil {
 				return err
+			}
+			if dependents != nil && *dependents {
+				fn = withDependents
 			}
 			var tasks []*client.Task
 			for _, id := range ids {
@@ -46,10 +56,11 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		"enqueue": func(args []string) error { return tasksEnqueue(ctx, args, stdin, stdout, stderr) },
 		"list":    func(args []string) error { return tasksList(ctx, args, stdout, stderr) },
 		"get":     func(args []string) error { return tasksGet(ctx, args, stdout, stderr) },
-		"cancel":  change("cancel", (*client.Client).CancelTask),
-		"pause":   change("pause", (*client.Client).PauseTask),
-		"resume":  change("resume", (*client.Client).ResumeTask),
-		"retry":   change("retry", (*client.Client).RetryTask),
+		"cancel":  change("cancel", (*client.Client).CancelTask, nil),
+		"pause":   change("pause", (*client.Client).PauseTask, nil),
+		"resume":  change("resume", (*client.Client).ResumeTask, nil),
+		"retry":   change("retry", (*client.Client).RetryTask, (*client.Client).RetryWithDependents),
+		"graph":   func(args []string) error { return tasksGraph(ctx, args, stdout, stderr) },
 	}, stderr)
 }
 
@@ -67,6 +78,9 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs.BoolVar(&req.Public, "public", false, "show the task on the board")
 	fs.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts before the task is dead (default 3)")
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the task is not claimed")
+	var after stringsFlag
+	fs.Var(&after, "after", "a task this one waits on: it stays waiting until all have succeeded (repeat, or comma-separated; at most 100)")
+	fs.StringVar(&req.OnParentFailure, "on-parent-failure", "", `when a parent ends dead or canceled: "cancel" this task too (default) or "run" it anyway`)
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
 	quiet := fs.Bool("q", false, "print only the task id")
 	_, c, err := cn.parse(fs, args, 0, 0)
@@ -76,7 +90,7 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if req.Title == "" {
 		return usagef("tasks enqueue: --title is required")
 	}
-	req.Labels = labels
+	req.Labels, req.After = labels, after
 	if *payload != "" {
 		p, err := jsonArg("payload", *payload, stdin)
 		if err != nil {
@@ -100,6 +114,72 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return err
 	}
 	return cn.print(t, func(w *tabwriter.Writer) { taskRows(w, []client.Task{*t}) })
+}
+
+// tasksGraph prints the tasks enqueued after a task, and theirs in turn,
+// as a tree under it.
+func tasksGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tasks graph", flag.ContinueOnError)
+	cn := connFlags(fs, stdout, stderr)
+	depth := fs.Int("depth", 10, "levels of dependents to show")
+	ids, c, err := cn.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	root, err := c.GetTask(ctx, ids[0])
+	if err != nil {
+		return err
+	}
+	type node struct {
+		Task     client.Task `json:"task"`
+		Children []*node     `json:"dependents,omitempty"`
+	}
+	// A task reached twice (a diamond) is shown again, without its
+	// dependents the second time.
+	seen := map[string]bool{}
+	var grow func(n *node, level int) error
+	grow = func(n *node, level int) error {
+		if level >= *depth || seen[n.Task.ID] {
+			return nil
+		}
+		seen[n.Task.ID] = true
+		p := client.Page{Limit: 200}
+		for {
+			page, err := c.Dependents(ctx, n.Task.ID, p)
+			if err != nil {
+				return err
+			}
+			for _, t := range page.Tasks {
+				child := &node{Task: t}
+				n.Children = append(n.Children, child)
+				if err := grow(child, level+1); err != nil {
+					return err
+				}
+			}
+			if page.NextCursor == "" {
+				return nil
+			}
+			p.Cursor = page.NextCursor
+		}
+	}
+	tree := &node{Task: *root}
+	if err := grow(tree, 0); err != nil {
+		return err
+	}
+	return cn.print(tree, func(w *tabwriter.Writer) {
+		var show func(n *node, indent string)
+		show = func(n *node, indent string) {
+			waiting := ""
+			if d := n.Task.Dependency; d != nil && d.WaitingOn > 0 {
+				waiting = fmt.Sprintf(" (waits on %d)", d.WaitingOn)
+			}
+			fmt.Fprintf(w, "%s%s\t%s%s\t%s\n", indent, n.Task.ID, n.Task.State, waiting, n.Task.Title)
+			for _, ch := range n.Children {
+				show(ch, indent+"  ")
+			}
+		}
+		show(tree, "")
+	})
 }
 
 func taskRows(w *tabwriter.Writer, tasks []client.Task) {

@@ -125,3 +125,60 @@ func TestWorkWarnsOfAQueueThatNeverHadATask(t *testing.T) {
 		t.Fatalf("warned %d times:\n%s", n, stderr.String())
 	}
 }
+
+// A command killed half-way leaves its checkpoint for the next attempt:
+// the first `tessera work` reports {"checkpoint": …} on fd 3 and is killed
+// (-9, with its command) before it finishes; once the lease lapses, the
+// second one's command finds the checkpoint in TESSERA_CHECKPOINT_FILE,
+// and resumes from it.
+func TestWorkResumesFromTheCheckpointAKilledRunLeft(t *testing.T) {
+	bin := buildTessera(t)
+	srv := testserver.Start(t, testserver.Options{})
+	ctx := context.Background()
+	c, err := client.New(srv.URL, client.WithKey(testserver.AdminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "cp", Title: "resumable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := exec.Command(bin, "work", "--queue", "cp", "--lease", "30s",
+		"--", "sh", "-c", `echo '{"checkpoint":{"done":3}}' >&3; exec sleep 60`)
+	first.Env = cleanEnv("TESSERA_URL="+srv.URL, "TESSERA_KEY="+testserver.AdminKey)
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, err := c.GetTask(ctx, task.ID)
+		if err == nil && got.Checkpoint != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-first.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("no checkpoint reached the server: %+v, %v", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(-first.Process.Pid, syscall.SIGKILL) // the runner and its command, as a crash would
+	first.Wait()
+
+	srv.Clock.Advance(31 * time.Second) // the lease lapses, noticed by the next claim
+	if _, _, err := c.Claim(ctx, client.ClaimRequest{Queue: "cp"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Clock.Advance(time.Minute) // past the backoff
+	second := exec.Command(bin, "work", "--queue", "cp", "--max-tasks", "1",
+		"--", "sh", "-c", `echo "{\"resumed\":$(cat "$TESSERA_CHECKPOINT_FILE"),\"from_attempt\":$TESSERA_CHECKPOINT_ATTEMPT}"`)
+	second.Env = cleanEnv("TESSERA_URL="+srv.URL, "TESSERA_KEY="+testserver.AdminKey)
+	out, err := second.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the second run: %v\n%s", err, out)
+	}
+	got, err := c.GetTask(ctx, task.ID)
+	if err != nil || got.State != client.StateSucceeded || string(got.Result) != `{"resumed":{"done":3},"from_attempt":1}` || got.Attempts != 2 {
+		t.Fatalf("the task after the second run: %+v, %v", got, err)
+	}
+}

@@ -18,6 +18,7 @@ const (
 	ActTaskResume     = "task.resume"
 	ActTaskRetry      = "task.retry"
 	ActTaskNote       = "task.note"
+	ActTaskDependents = "task.dependents"
 	ActCounts         = "task.counts"
 	ActClaim          = "claim.grant"
 	ActHeartbeat      = "claim.heartbeat"
@@ -85,13 +86,14 @@ var needs = map[string]Need{
 	ActMe:           {},
 	ActMyAudit:      {},
 
-	ActTaskEnqueue: {Grant: true, Action: tessera.ActionEnqueue},
-	ActTaskList:    {Grant: true, Action: tessera.ActionRead},
-	ActTaskGet:     {Grant: true, Action: tessera.ActionRead},
-	ActTaskCancel:  {Grant: true, Action: tessera.ActionEnqueue},
-	ActTaskPause:   {Grant: true, Action: tessera.ActionEnqueue},
-	ActTaskResume:  {Grant: true, Action: tessera.ActionEnqueue},
-	ActTaskRetry:   {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskEnqueue:    {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskList:       {Grant: true, Action: tessera.ActionRead},
+	ActTaskGet:        {Grant: true, Action: tessera.ActionRead},
+	ActTaskCancel:     {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskPause:      {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskResume:     {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskRetry:      {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskDependents: {Grant: true, Action: tessera.ActionRead},
 	// Notes come from producers (enqueue) or the lease holder (claim):
 	// the grant is checked first, the rest by AddNote.
 	ActTaskNote: {Grant: true, Action: ""},

@@ -524,9 +524,15 @@ func (s *Service) background() {
 	defer tick.Stop()
 	var swept time.Time
 	log := s.cfg.Log
+	deps := make(chan struct{})
+	go func() {
+		s.depWorker()
+		close(deps)
+	}()
 	for {
 		select {
 		case <-s.done:
+			<-deps
 			if err := s.FlushCounters(context.Background(), true); err != nil {
 				log.Warn("counters lost: the final flush failed", "err", err)
 			}

@@ -35,6 +35,11 @@ func (EnqueueParams) Bounds() input.Bounds {
 		"public":       input.Bound{}.Doc("show the task on the public board"),
 		"max_attempts": input.Range(1, MaxMaxAttempts).Doc("how many claims the task may use before it is dead (default 3)"),
 		"run_at":       input.Bound{}.Doc("RFC 3339 time before which the task is not claimed (at most a year ahead)"),
+		"after": input.List(0, MaxParents, input.Match(input.NameFormat)).
+			Doc(fmt.Sprintf("up to %d tasks this one waits on (their ids, or in a batch the refs of earlier tasks): it stays waiting until all have succeeded", MaxParents)),
+		"on_parent_failure": input.Enum(tessera.ParentFailureCancel, tessera.ParentFailureRun).
+			Doc(`what the task does when a parent ends dead or canceled: "cancel" (default) cancels it and its own dependents; "run" counts that parent as finished`),
+		"ref": input.Match(input.NameFormat).Doc("a name for this task, unique in its batch, that later tasks of the batch can wait on in their after"),
 	}
 }
 
@@ -56,12 +61,16 @@ func (HeartbeatParams) Bounds() input.Bounds {
 		"lease_token":   leaseTokenBound,
 		"lease_seconds": LeaseSecondsBound.Default(nil).Doc("renew by this many seconds from now (default: the lease's own length)"),
 		"progress":      input.JSON(MaxProgressLen).Doc("a progress report, shown on the task"),
+		"checkpoint":    input.JSON(MaxCheckpointLen).Doc("what the run has done so far: the next attempt's claim returns it as previous_checkpoint, to resume from"),
 	}
 }
 
 // leaseTokenBound bounds a lease token: a token of another shape is no
 // lease, which is lease_lost rather than a bad request.
 var leaseTokenBound = input.Text(MaxLeaseTokenLen).Else(tessera.ErrLeaseLost).Doc("the token of your lease (lease.token of the claim)")
+
+// MaxCheckpointLen bounds a checkpoint, as a record value is bounded.
+const MaxCheckpointLen = 64 << 10
 
 // MaxLeaseTokenLen bounds a lease token, far above what a claim issues.
 const MaxLeaseTokenLen = 128

@@ -46,6 +46,9 @@ type Claimed struct {
 	// a task in the namespace: false is the tell of a misspelled queue or
 	// namespace.
 	QueueKnown *bool `json:"queue_known,omitempty"`
+	// PreviousCheckpoint is what an earlier attempt at the task left to
+	// resume from.
+	PreviousCheckpoint *tessera.Checkpoint `json:"previous_checkpoint,omitempty"`
 }
 
 // leaseSeconds is a lease's length: v, or the default for 0.
@@ -168,6 +171,15 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		lease := *task.Lease
 		lease.Token = leaseToken(task.ID, secret)
 		out = &Claimed{Lease: &lease, Task: task}
+		if task.Attempts > 1 {
+			// An earlier attempt may have left where it got to.
+			switch c, err := tx.CheckpointGet(ctx, ns, task.ID); {
+			case err == nil:
+				out.PreviousCheckpoint = c
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+		}
 		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run, task.Public
 		return nil
 	})
@@ -221,6 +233,13 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 	task.UpdatedAt = now
 	if err := tx.TaskUpdate(ctx, before, task); err != nil {
 		return err
+	}
+	if tessera.Terminal(task.State) {
+		// Only a live lease's end gets here: a stale holder's late submit
+		// is lease_lost, and settles no dependent.
+		if err := s.finished(ctx, tx, task, now, &budget{left: settleBatch}); err != nil {
+			return err
+		}
 	}
 	if outcome == tessera.OutcomeLapsed {
 		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
@@ -379,6 +398,9 @@ type HeartbeatParams struct {
 	LeaseToken   string          `json:"lease_token"`
 	LeaseSeconds int             `json:"lease_seconds,omitempty"`
 	Progress     json.RawMessage `json:"progress,omitempty"`
+	// Checkpoint is what the run has done so far, for the next attempt
+	// to resume from if this one does not finish.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // Heartbeat is a heartbeat's answer. After a requested cancel the task is
@@ -409,6 +431,14 @@ func (s *Service) Heartbeat(ctx context.Context, a *auth.Actor, ns, id string, p
 		}
 		if p.Progress != nil {
 			task.Progress = nullToNil(p.Progress)
+		}
+		if p.Checkpoint != nil {
+			// Written with the heartbeat, last one wins: the next attempt
+			// resumes from it (Claimed.PreviousCheckpoint).
+			c := &tessera.Checkpoint{Value: p.Checkpoint, Attempt: task.Attempts, RunID: task.Lease.RunID, At: now}
+			if err := tx.CheckpointPut(ctx, ns, id, c); err != nil {
+				return err
+			}
 		}
 		expires := now.Add(time.Duration(task.Lease.Seconds) * time.Second)
 		task.Lease.ExpiresAt, task.UpdatedAt = expires, now

@@ -281,10 +281,11 @@ func (s *Service) seedPractice(ctx context.Context, tx store.Tx, a *auth.Actor, 
 	}
 	for i, p := range practice {
 		brief := strings.ReplaceAll(p.brief, "{ns}", ns)
-		task := newTask(&EnqueueParams{Queue: PracticeQueue, Title: p.title, Brief: brief, Priority: len(practice) - i, Public: true}, a, ns, now)
+		params := EnqueueParams{Queue: PracticeQueue, Title: p.title, Brief: brief, Priority: len(practice) - i, Public: true}
+		task := newTask(&params, a, ns, now)
 		// The brief names the task; its id is known only now.
 		task.Brief = strings.ReplaceAll(task.Brief, "{task}", task.ID)
-		if err := insertTask(ctx, tx, task); err != nil {
+		if err := s.insertTask(ctx, tx, task, &params, nil, now); err != nil {
 			return err
 		}
 	}

@@ -44,7 +44,7 @@ func (s *Service) notified(topic string) {
 		s.hints.enqueued(topic, s.clock.Now())
 		s.queues.enqueued(topic)
 		s.signals.fire(topic)
-	case 't':
+	case 't', 'w':
 		s.signals.fire(topic)
 	case 's':
 		s.StateChanged(name)

@@ -44,16 +44,29 @@ type EnqueueParams struct {
 	Public      bool            `json:"public,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
 	RunAt       *time.Time      `json:"run_at,omitempty"`
+	// After are the tasks this one waits on (deps.go): ids, or in a batch
+	// the refs of earlier tasks.
+	After           []string `json:"after,omitempty"`
+	OnParentFailure string   `json:"on_parent_failure,omitempty"`
+	// Ref names a task of a batch for the after of a later one.
+	Ref string `json:"ref,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
-// core is called) cannot say: how far ahead of now run_at may be.
-func (p *EnqueueParams) validate(now time.Time) error {
+// core is called) cannot say: how far ahead of now run_at may be, and that
+// a ref is for batches.
+func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
 	}
 	if p.RunAt != nil && p.RunAt.After(now.Add(MaxRunAhead)) {
 		return tessera.Invalid("run_at", "run_at may be at most a year ahead")
+	}
+	if p.Ref != "" && !batch {
+		return tessera.Invalid("ref", "ref names a task of a batch (POST /v1/tasks/batch) for the after of a later one")
+	}
+	if p.OnParentFailure != "" && len(p.After) == 0 {
+		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
 	}
 	return nil
 }
@@ -88,13 +101,24 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	}
 }
 
-// insertTask stores a new task and wakes its queue's claims once the
-// transaction commits.
-func insertTask(ctx context.Context, tx store.Tx, task *tessera.Task) error {
+// insertTask stores a new task, made after its parents (refs: the tasks
+// of its batch so far, by ref), and wakes its queue's claims once the
+// transaction commits when it is claimable.
+func (s *Service) insertTask(ctx context.Context, tx store.Tx, task *tessera.Task, p *EnqueueParams, refs map[string]string, now time.Time) error {
+	d, err := s.linkParents(ctx, tx, task, p, refs, now)
+	if err != nil {
+		return err
+	}
+	task.Dependency = d
 	if err := tx.TaskInsert(ctx, task); err != nil {
 		return err
 	}
-	tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
+	if err := storeDependency(ctx, tx, task, d); err != nil {
+		return err
+	}
+	if task.State == tessera.StateReady {
+		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
+	}
 	return nil
 }
 
@@ -106,7 +130,7 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		return nil, err
 	}
 	req := p
-	if err := p.validate(s.clock.Now()); err != nil {
+	if err := p.validate(s.clock.Now(), false); err != nil {
 		return nil, err
 	}
 	var out tessera.Task
@@ -117,11 +141,14 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
 		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
+			if err := s.insertTask(ctx, tx, task, &p, nil, now); err != nil {
+				return err
+			}
 			out = *task
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
 			out.State = out.VisibleState(now)
-			return insertTask(ctx, tx, task)
+			return nil
 		})
 		return err
 	})
@@ -184,7 +211,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, ta
 	tasks = slices.Clone(tasks)
 	now := s.clock.Now()
 	for i := range tasks {
-		if err := tasks[i].validate(now); err != nil {
+		if err := tasks[i].validate(now, true); err != nil {
 			return nil, inBatch(i, err)
 		}
 	}
@@ -219,10 +246,17 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		return err
 	}
 	out.Tasks = make([]tessera.Task, len(tasks))
+	refs := map[string]string{}
 	for i := range tasks {
 		task := newTask(&tasks[i], a, ns, now)
-		if err := insertTask(ctx, tx, task); err != nil {
-			return err
+		if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
+			return inBatch(i, err)
+		}
+		if ref := tasks[i].Ref; ref != "" {
+			if _, dup := refs[ref]; dup {
+				return inBatch(i, tessera.Invalid("ref", "ref %q names an earlier task of the batch already", ref))
+			}
+			refs[ref] = task.ID
 		}
 		// Remembered as sent, as Enqueue's answer is.
 		out.Tasks[i] = *task
@@ -253,6 +287,14 @@ func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*t
 		var err error
 		if task, err = tx.TaskGet(ctx, ns, id); err != nil {
 			return notFound(err, "task", id)
+		}
+		if task.Dependency, err = s.dependency(ctx, tx, task); err != nil {
+			return err
+		}
+		switch task.Checkpoint, err = tx.CheckpointGet(ctx, ns, id); {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
 		}
 		ev.Target = id
 		task.Runs, err = tx.RunList(ctx, ns, id)
@@ -368,7 +410,10 @@ const (
 // ChangeTask applies cancel, pause, resume or retry to a task, written
 // over the version it read: a task that changed meanwhile (a claim, a
 // heartbeat) is read again and the change decided anew.
-func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, change TaskChange) (*tessera.Task, error) {
+//
+// A retry with dependents also makes the tasks this one's failure canceled
+// wait again, and theirs in turn (deps.go).
+func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, change TaskChange, dependents bool) (*tessera.Task, error) {
 	op := "task." + string(change)
 	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
@@ -422,18 +467,39 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 		default:
 			return errors.New("unknown task change " + string(change))
 		}
+		d, err := s.dependency(ctx, tx, task)
+		if err != nil {
+			return err
+		}
+		if change == ChangeRetry && d != nil {
+			// A task canceled by a parent's failure that is retried by hand
+			// runs anyway: only the parents not yet finished keep it waiting.
+			if d.CanceledBy != "" {
+				d.CanceledBy = ""
+				if err := tx.DependencyPut(ctx, ns, id, d); err != nil {
+					return err
+				}
+			}
+			if d.WaitingOn > 0 {
+				task.State = tessera.StateWaiting
+			}
+		}
 		task.UpdatedAt = now
 		if err := tx.TaskUpdate(ctx, before, task); err != nil {
 			return err
 		}
+		task.Dependency = d
 		if cancelRequested {
 			tx.Notify(ctx, taskTopic(ns, id))
 			return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
 		}
-		if task.State == tessera.StateReady && !task.RunAt.After(now) {
-			tx.Notify(ctx, queueTopic(ns, task.Queue))
+		if change == ChangeRetry && dependents {
+			w := &store.DepWork{Namespace: ns, Parent: id, Kind: store.DepRewait}
+			if err := s.settleFrom(ctx, tx, w, task, now, &budget{left: settleBatch}); err != nil {
+				return err
+			}
 		}
-		return nil
+		return s.moved(ctx, tx, task, now, &budget{left: settleBatch})
 	})
 	if err != nil {
 		return nil, err

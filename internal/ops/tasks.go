@@ -77,6 +77,20 @@ func (listTasksIn) Bounds() input.Bounds {
 	}
 }
 
+type retryIn struct {
+	taskRef
+	Dependents bool `json:"dependents,omitempty"`
+}
+
+func (retryIn) Bounds() input.Bounds {
+	return input.Bounds{"dependents": input.Bound{}.Doc("also make the tasks this one's failure canceled wait for it again, and theirs in turn")}
+}
+
+type dependentsIn struct {
+	taskRef
+	page
+}
+
 type noteIn struct {
 	taskRef
 	Body string `json:"body"`
@@ -130,8 +144,21 @@ var taskOps = []*Op{
 		"Pause a ready or scheduled task: it is not claimed until resumed.", false),
 	changeOp(core.ActTaskResume, core.ChangeResume, "resume_task", "Resume a paused task",
 		"Resume a paused task: it is ready (or scheduled) again.", false),
-	changeOp(core.ActTaskRetry, core.ChangeRetry, "retry_task", "Retry a dead or canceled task",
-		"Retry a dead or canceled task: it is ready again with its attempts reset.", false),
+	op(Op{Name: core.ActTaskRetry, Summary: "Retry a dead or canceled task",
+		Description: "Retry a dead or canceled task: it is ready again with its attempts reset (waiting, if parents it waits on have not finished). " +
+			"With dependents, the tasks its failure canceled wait for it again, and theirs in turn.",
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks/{task_id}/retry", Namespaced: true},
+		Tool: &Tool{Name: "retry_task", Title: "Retry a dead or canceled task", Idempotent: true}},
+		func(ctx context.Context, c *Call, in *retryIn) (*tessera.Task, error) {
+			return c.core.ChangeTask(ctx, c.Actor, c.NS, in.TaskID, core.ChangeRetry, in.Dependents)
+		}),
+	op(Op{Name: core.ActTaskDependents, Summary: "The tasks enqueued after a task",
+		Description: "List the tasks enqueued after this one (its children), by id. Pass next_cursor back as cursor for the next page.",
+		HTTP:        &Route{Method: "GET", Path: "/v1/tasks/{task_id}/dependents", Namespaced: true},
+		Tool:        &Tool{Name: "list_dependents", Title: "List a task's dependents", ReadOnly: true}},
+		func(ctx context.Context, c *Call, in *dependentsIn) (*core.TaskPage, error) {
+			return c.core.Dependents(ctx, c.Actor, c.NS, in.TaskID, in.Cursor, in.limit())
+		}),
 	op(Op{Name: core.ActTaskNote, Summary: "Leave a note for the lease holder",
 		Description: "Leave a note on a task for whoever holds its lease: it arrives in their claim events. Producers (enqueue scope) and the lease holder may write notes.",
 		HTTP:        &Route{Method: "POST", Path: "/v1/tasks/{task_id}/notes", Namespaced: true, Status: http.StatusCreated},
@@ -157,7 +184,7 @@ func changeOp(name string, change core.TaskChange, tool, summary, description st
 		HTTP: &Route{Method: "POST", Path: "/v1/tasks/{task_id}/" + string(change), Namespaced: true},
 		Tool: &Tool{Name: tool, Title: summary, Destructive: destructive, Idempotent: true}},
 		func(ctx context.Context, c *Call, in *taskRef) (*tessera.Task, error) {
-			return c.core.ChangeTask(ctx, c.Actor, c.NS, in.TaskID, change)
+			return c.core.ChangeTask(ctx, c.Actor, c.NS, in.TaskID, change, false)
 		})
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,8 +32,10 @@ const (
 	// stderrTail is how much of stderr a failure's error carries (the
 	// API's bound on error).
 	stderrTail = 4 << 10
-	// maxProgress is the API's bound on a heartbeat's progress.
-	maxProgress = 4 << 10
+	// maxProgress and maxCheckpoint are the API's bounds on a heartbeat's
+	// progress and checkpoint.
+	maxProgress   = 4 << 10
+	maxCheckpoint = 64 << 10
 )
 
 // runCommand runs the command for one claimed task and returns what came
@@ -77,20 +80,41 @@ type child struct {
 	stdout *os.File
 	stderr *tailBuffer
 	exited chan error
+	// checkpoint is the file holding the previous attempt's checkpoint.
+	checkpoint string
 }
 
 // start starts the command in its own process group, with the payload on
 // stdin, stdout to a temporary file, stderr kept (its tail) and copied,
-// and file descriptor 3 read for progress lines.
+// file descriptor 3 read for progress and checkpoint lines, and the
+// previous attempt's checkpoint, when it left one, in a file its
+// environment names (TESSERA_CHECKPOINT_FILE).
 func start(cfg Config, job *client.Job) (*child, error) {
 	out, err := os.CreateTemp("", "tessera-work-stdout-")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(out.Name()) // the open file is all that is needed
+	env := append(append(os.Environ(), cfg.Env...),
+		"TESSERA_TASK_ID="+job.Task.ID,
+		"TESSERA_RUN_ID="+job.Lease.RunID,
+		"TESSERA_NAMESPACE="+job.Task.Namespace,
+		"TESSERA_QUEUE="+job.Task.Queue,
+		"TESSERA_ATTEMPT="+strconv.Itoa(job.Task.Attempts),
+		"TESSERA_LEASE_TOKEN="+job.Lease.Token,
+	)
+	var checkpoint string
+	if c := job.PreviousCheckpoint; c != nil {
+		if checkpoint, err = writeCheckpoint(c.Value); err != nil {
+			out.Close()
+			return nil, err
+		}
+		env = append(env, "TESSERA_CHECKPOINT_FILE="+checkpoint, "TESSERA_CHECKPOINT_ATTEMPT="+strconv.Itoa(c.Attempt))
+	}
 	progressR, progressW, err := os.Pipe()
 	if err != nil {
 		out.Close()
+		os.Remove(checkpoint)
 		return nil, err
 	}
 	payload := []byte(job.Task.Payload)
@@ -100,17 +124,10 @@ func start(cfg Config, job *client.Job) (*child, error) {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(append(payload, '\n'))
 	cmd.Stdout = out
-	ch := &child{cmd: cmd, stdout: out, stderr: &tailBuffer{max: stderrTail}, exited: make(chan error, 1)}
+	ch := &child{cmd: cmd, stdout: out, checkpoint: checkpoint, stderr: &tailBuffer{max: stderrTail}, exited: make(chan error, 1)}
 	cmd.Stderr = io.MultiWriter(ch.stderr, cfg.Stderr)
 	cmd.ExtraFiles = []*os.File{progressW}
-	cmd.Env = append(append(os.Environ(), cfg.Env...),
-		"TESSERA_TASK_ID="+job.Task.ID,
-		"TESSERA_RUN_ID="+job.Lease.RunID,
-		"TESSERA_NAMESPACE="+job.Task.Namespace,
-		"TESSERA_QUEUE="+job.Task.Queue,
-		"TESSERA_ATTEMPT="+strconv.Itoa(job.Task.Attempts),
-		"TESSERA_LEASE_TOKEN="+job.Lease.Token,
-	)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A grandchild holding stderr open must not keep Wait from returning.
 	cmd.WaitDelay = max(cfg.Grace, time.Second)
@@ -118,7 +135,7 @@ func start(cfg Config, job *client.Job) (*child, error) {
 	progressW.Close()
 	if err != nil {
 		progressR.Close()
-		out.Close()
+		ch.cleanup()
 		return nil, err
 	}
 	go readProgress(progressR, job)
@@ -143,22 +160,52 @@ func (ch *child) stop(grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-func (ch *child) cleanup() { ch.stdout.Close() }
+func (ch *child) cleanup() {
+	ch.stdout.Close()
+	if ch.checkpoint != "" {
+		os.Remove(ch.checkpoint)
+	}
+}
+
+// writeCheckpoint puts a checkpoint's JSON in a file of its own for the
+// command to read.
+func writeCheckpoint(v json.RawMessage) (string, error) {
+	f, err := os.CreateTemp("", "tessera-work-checkpoint-")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(slices.Concat(v, []byte("\n")))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
 
 // readProgress turns {"progress": …} lines on fd 3 into heartbeat
-// progress; other lines are ignored.
+// progress and {"checkpoint": …} lines into checkpoints sent with the next
+// heartbeat (one line may carry both); other lines are ignored.
 func readProgress(r *os.File, job *client.Job) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	sc.Buffer(make([]byte, 0, 4096), 2*maxCheckpoint)
 	for sc.Scan() {
 		var line struct {
-			Progress json.RawMessage `json:"progress"`
+			Progress   json.RawMessage `json:"progress"`
+			Checkpoint json.RawMessage `json:"checkpoint"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) != nil || len(line.Progress) == 0 || len(line.Progress) > maxProgress {
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
-		job.Progress(line.Progress)
+		if n := len(line.Progress); n > 0 && n <= maxProgress {
+			job.Progress(line.Progress)
+		}
+		if n := len(line.Checkpoint); n > 0 && n <= maxCheckpoint {
+			job.Checkpoint(line.Checkpoint)
+		}
 	}
 	_, _ = io.Copy(io.Discard, r) // a line too long ends the scan; keep the writer from blocking
 }

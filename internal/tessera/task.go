@@ -7,8 +7,11 @@ import (
 
 // Task states as clients see them (SPEC §1). The store keeps a task that is
 // waiting for its run_at as "ready" with a future run_at, and reports it as
-// "scheduled": nothing has to be written when the time comes.
+// "scheduled": nothing has to be written when the time comes. A task that
+// waits for parents to finish is "waiting": never claimable, it becomes
+// ready when the last of them succeeds.
 const (
+	StateWaiting   = "waiting"
 	StateScheduled = "scheduled"
 	StateReady     = "ready"
 	StateLeased    = "leased"
@@ -19,7 +22,7 @@ const (
 )
 
 // States lists every client-visible state, in lifecycle order.
-var States = []string{StateScheduled, StateReady, StateLeased, StatePaused, StateSucceeded, StateDead, StateCanceled}
+var States = []string{StateWaiting, StateScheduled, StateReady, StateLeased, StatePaused, StateSucceeded, StateDead, StateCanceled}
 
 // Terminal reports whether a task in state s is finished.
 func Terminal(s string) bool {
@@ -56,6 +59,11 @@ type Task struct {
 	Version int64 `json:"-"`
 	// Lease is the live (or lapsed but unnoticed) lease, without its token.
 	Lease *Lease `json:"lease,omitempty"`
+	// Dependency is what the task waits on, for a task enqueued after
+	// others; nil for any other.
+	Dependency *Dependency `json:"dependency,omitempty"`
+	// Checkpoint is the last a run of the task left, when one did.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Runs is filled only when a task is read with its history.
 	Runs []Run `json:"runs,omitempty"`
 }
@@ -108,6 +116,42 @@ func StoredFilter(visible string, now time.Time) StateFilter {
 // ValueBytes is what a task's values weigh in a listing's byte budget.
 func (t *Task) ValueBytes() int {
 	return len(t.Brief) + len(t.Payload) + len(t.Result) + len(t.Progress)
+}
+
+// What a task does when a parent ends dead or canceled.
+const (
+	// ParentFailureCancel cancels the task (and, in turn, its own
+	// dependents): the default.
+	ParentFailureCancel = "cancel"
+	// ParentFailureRun counts the failed parent as finished: the task runs
+	// once its other parents are, and can read which one failed.
+	ParentFailureRun = "run"
+)
+
+// Dependency is a task's parents and how many of them have not finished.
+type Dependency struct {
+	// After are the parents, in the order given.
+	After []string `json:"after"`
+	// WaitingOn counts the parents not yet finished (succeeded, or failed
+	// under ParentFailureRun).
+	WaitingOn       int    `json:"waiting_on"`
+	OnParentFailure string `json:"on_parent_failure"`
+	// FailedParent is the first parent that ended dead or canceled.
+	FailedParent string `json:"failed_parent,omitempty"`
+	// CanceledBy is the parent whose failure canceled the task: a retry of
+	// that parent with dependents makes the task wait again.
+	CanceledBy string `json:"canceled_by,omitempty"`
+	// Settled are the parents already counted as finished: each is
+	// counted once, whatever retries follow.
+	Settled []string `json:"-"`
+}
+
+// Checkpoint is what a run left for the next attempt to resume from.
+type Checkpoint struct {
+	Value   json.RawMessage `json:"value"`
+	Attempt int             `json:"attempt"`
+	RunID   string          `json:"run_id"`
+	At      time.Time       `json:"at"`
 }
 
 // Lease is a claim on a task. Token is set only in the claim response.

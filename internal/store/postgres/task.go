@@ -283,6 +283,10 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 	for _, sql := range []string{
 		`DELETE FROM task_events WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM runs WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+		// A finished task's children were settled when it finished.
+		`DELETE FROM task_edges WHERE (namespace, parent_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+		`DELETE FROM task_dependencies WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+		`DELETE FROM task_checkpoints WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM tasks WHERE (namespace, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 	} {
 		if _, err := t.exec(ctx, sql, nss, ids); err != nil {

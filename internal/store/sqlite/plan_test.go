@@ -234,7 +234,7 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 	must("release", err)
 	c3, err := svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "q", LeaseSeconds: 10})
 	must("third claim", err)
-	_, err = svc.ChangeTask(ctx, a, "main", c3.Task.ID, core.ChangeCancel)
+	_, err = svc.ChangeTask(ctx, a, "main", c3.Task.ID, core.ChangeCancel, false)
 	must("cancel", err)
 	clock.Advance(time.Minute) // the lease lapses; the next claim notices
 	_, err = svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "q"})
@@ -247,6 +247,22 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 	must("get", err)
 	_, err = svc.Health(ctx, a, "main")
 	must("health", err)
+	// Dependencies and checkpoints: a parent settles its children through
+	// the edges' key, never a walk of the namespace.
+	parent, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "p", Queue: "dq"}, "")
+	must("parent", err)
+	child, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "c", Queue: "dq", After: []string{parent.ID}}, "")
+	must("child", err)
+	_, err = svc.Dependents(ctx, a, "main", parent.ID, "", 10)
+	must("dependents", err)
+	cp, err := svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "dq", LeaseSeconds: 10})
+	must("claim the parent", err)
+	_, err = svc.Heartbeat(ctx, a, "main", cp.Task.ID, core.HeartbeatParams{LeaseToken: cp.Lease.Token, Checkpoint: []byte(`{"n":1}`)})
+	must("checkpoint", err)
+	_, err = svc.Submit(ctx, a, "main", cp.Task.ID, core.SubmitParams{LeaseToken: cp.Lease.Token, Outcome: "succeeded"}, "")
+	must("submit the parent", err)
+	_, err = svc.GetTask(ctx, a, "main", child.ID)
+	must("get the child", err)
 	traceSQL = nil
 
 	if len(seen) < 15 {
@@ -284,7 +300,8 @@ var namespaceOnlyRE = regexp.MustCompile(`^SEARCH (\w+) .*\(namespace=\?\)$`)
 
 // historyTables grow with a namespace's history; a hot path must never
 // walk one by its namespace alone.
-var historyTables = map[string]bool{"tasks": true, "runs": true, "task_events": true, "audit_events": true, "record_versions": true, "task_ready": true}
+var historyTables = map[string]bool{"tasks": true, "runs": true, "task_events": true, "audit_events": true, "record_versions": true, "task_ready": true,
+	"task_edges": true, "task_dependencies": true, "task_checkpoints": true}
 
 // writerStats sums the writer's statements' counters, read on the
 // committer's own goroutine.

@@ -130,6 +130,10 @@ func ReadyFromAll(rows []store.QueueCount) []store.QueueCount {
 // namespaceTables are the tables a namespace purge empties, children before
 // parents, each with its primary key (every one leads with namespace).
 var namespaceTables = []struct{ Table, Key string }{
+	{"dep_work", "namespace, parent_id, kind"},
+	{"task_edges", "namespace, parent_id, child_id"},
+	{"task_dependencies", "namespace, task_id"},
+	{"task_checkpoints", "namespace, task_id"},
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"tasks", "namespace, id"},

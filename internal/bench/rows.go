@@ -45,7 +45,8 @@ var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", 
 	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "claim_granted_10k_finished", "heartbeat",
 	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
 	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
-	"health_500_first", "health_500_repeat"}
+	"health_500_first", "health_500_repeat",
+	"enqueue_after_1", "enqueue_after_10", "dependency_edge", "heartbeat_checkpoint", "submit_parent_of_10", "settle_per_child"}
 
 const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
 
@@ -280,6 +281,7 @@ func (r *runner) scenario() {
 	// Last of all, as history grown before another row would change it:
 	// on PostgreSQL a full page makes an update move its index entries.
 	r.claimBesideHistory(worker, 10_000)
+	r.dependencyRows(worker)
 }
 
 // claimBesideHistory measures a claim, warm as claim_granted is, in a

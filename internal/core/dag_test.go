@@ -29,7 +29,7 @@ type node struct {
 
 // openNodes returns n nodes on one store: SQLite (n = 1) or a PostgreSQL
 // schema each node opens on its own, as several servers do.
-func openNodes(t *testing.T, backend string, n int) []node {
+func openNodes(t testing.TB, backend string, n int) []node {
 	t.Helper()
 	ctx := context.Background()
 	cfg := core.DefaultConfig()
@@ -186,4 +186,58 @@ func runRandomGraph(t *testing.T, nodes []node) {
 		}
 	}
 	t.Logf("%d tasks, %d edges, %d workers on %d nodes", tasks, edges, workers, len(nodes))
+}
+
+// BenchmarkSettleTenThousandChildren measures what a parent of 10,000
+// children costs when it succeeds: its submit (which settles the first
+// 100 in its own transaction), and the time until the dependency worker,
+// 100 a transaction, has made every child ready.
+//
+//	go test -run '^$' -bench SettleTenThousand -benchtime 1x ./internal/core/
+func BenchmarkSettleTenThousandChildren(b *testing.B) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
+			ctx := context.Background()
+			for range b.N {
+				b.StopTimer()
+				n := openNodes(b, backend, 1)[0]
+				parent, err := n.svc.Enqueue(ctx, n.actor, "main", core.EnqueueParams{Title: "parent", Queue: "p"}, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				const children = 10_000
+				for start := 0; start < children; start += core.MaxBatchTasks {
+					batch := make([]core.EnqueueParams, core.MaxBatchTasks)
+					for i := range batch {
+						batch[i] = core.EnqueueParams{Title: "child", Queue: "kids", After: []string{parent.ID}}
+					}
+					if _, err := n.svc.EnqueueBatch(ctx, n.actor, "main", batch, ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c, err := n.svc.Claim(ctx, n.actor, "main", core.ClaimParams{Queue: "p"})
+				if err != nil || c.Lease == nil {
+					b.Fatal(c, err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if _, err := n.svc.Submit(ctx, n.actor, "main", c.Task.ID, core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}, ""); err != nil {
+					b.Fatal(err)
+				}
+				submit := time.Since(start)
+				for {
+					counts, err := n.svc.Counts(ctx, n.actor, "main")
+					if err != nil {
+						b.Fatal(err)
+					}
+					if counts["kids"]["ready"] == children {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				b.ReportMetric(float64(submit.Milliseconds()), "submit_ms")
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "all_ready_ms")
+			}
+		})
+	}
 }

@@ -70,7 +70,7 @@ func mcpText(cfg Config) string {
 	fmt.Fprintf(&b, "Tessera is an MCP tool server at %s/mcp (Streamable HTTP, JSON answers, stateless: no session id).\n", cfg.PublicURL)
 	fmt.Fprintf(&b, "Revisions: %s (2026-07-28 without a handshake; the others after initialize). JSON-RPC batches are accepted on every revision.\n", strings.Join(cfg.MCP.Versions, ", "))
 	b.WriteString("Tools take the HTTP API's field names (a task is task_id) and an optional namespace. A handled error is a result with isError: true and\n")
-	b.WriteString("structuredContent {status, code, message, retry_after?, reset_at?}: the HTTP status and error code. Client configuration:\n\n")
+	b.WriteString("structuredContent {status, code, message, field?, retry_after?, reset_at?}: the HTTP status and error code. Client configuration:\n\n")
 	b.WriteString(mcpClientConfigText(cfg))
 	b.WriteString("\n\n")
 	return b.String()

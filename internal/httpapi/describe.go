@@ -56,7 +56,7 @@ func (s *Server) discoveryConfig(cfg Config) discovery.Config {
 		Limits: discovery.Limits{ClaimWaitMax: wait.Max(),
 			LeaseMin: lease.Min(), LeaseMax: lease.Max(), LeaseDefault: int64(lease.DefaultValue().(int))},
 		PublicURL: cfg.PublicURL, Version: cfg.Version,
-		MaxBodyBytes: MaxBodyBytes,
+		MaxBodyBytes: MaxBodyBytes, MaxBlobBytes: int(s.core.MaxBlobBytes()),
 		ClaimRate:    c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,
 		MCP: s.mcp.Docs(),
 		Sessions: discovery.Sessions{PerAddressPerHour: c.Sessions.PerAddress, PerHour: c.Sessions.PerHour,

@@ -256,3 +256,25 @@ func TestOpenAPIDeclaresWhatTheServerEnforces(t *testing.T) {
 		t.Errorf("submit outcome: %v", e)
 	}
 }
+
+// connect.json's limits are the server's: the body and blob limits as
+// configured, the claim bounds as the claim operation declares them.
+func TestConnectLimitsAreTheServers(t *testing.T) {
+	s := newTestServer(t, func(c *core.Config) { c.MaxBlobBytes = 7 << 20 })
+	var connect struct {
+		Limits struct {
+			RequestBodyBytes int `json:"request_body_bytes"`
+			BlobUploadBytes  int `json:"blob_upload_bytes"`
+			ClaimWaitMax     int `json:"claim_wait_seconds_max"`
+			LeaseSeconds     struct {
+				Min, Default, Max int
+			} `json:"lease_seconds"`
+		} `json:"limits"`
+	}
+	s.must(200, "GET", "/connect.json", "", nil).decode(t, &connect)
+	l := connect.Limits
+	if l.RequestBodyBytes != httpapi.MaxBodyBytes || l.BlobUploadBytes != 7<<20 || l.ClaimWaitMax != core.MaxClaimWait ||
+		l.LeaseSeconds.Min != core.MinLeaseSeconds || l.LeaseSeconds.Default != core.DefaultLeaseSeconds || l.LeaseSeconds.Max != core.MaxLeaseSeconds {
+		t.Fatalf("connect.json limits: %+v", l)
+	}
+}

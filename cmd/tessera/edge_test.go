@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -247,4 +248,41 @@ func TestSIGTERMCutsStalledBodies(t *testing.T) {
 	}
 	srv.wantExitZero(15*time.Second, "two stalled bodies, drain timeout 20 s")
 	t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+// scripts/edge-probe.py flood, issue 33's keyless flood, against the
+// binary on its default limits and a cap of 512: three processes hold up
+// to 300 silent connections each (900, over the cap), and at least 95 %
+// of the keyed GET /v1/me made meanwhile succeed. (Without the
+// per-address limits, most of them fail.)
+func TestKeylessFloodProbe(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed to run scripts/edge-probe.py (`make test` installs it)")
+	}
+	bin := buildTessera(t)
+	srv := startServer(t, bin, t.TempDir(), "TESSERA_ADMIN_KEY="+crashAdminKey, "TESSERA_MAX_CONNECTIONS=512")
+	out, err := exec.Command(python, "../../scripts/edge-probe.py", "flood", srv.url, crashAdminKey,
+		"--seconds", "6", "--hold", "300", "--silent", "--keyed-every", "0.1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("edge-probe.py: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	m := regexp.MustCompile(`keyed GET /v1/me: (\d+)/(\d+) succeeded`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no keyed figure in the probe's report:\n%s", out)
+	}
+	ok, sent := atoi(t, string(m[1])), atoi(t, string(m[2]))
+	if sent < 10 || ok*100 < sent*95 {
+		t.Fatalf("keyed requests under the flood: %d/%d succeeded, want ≥ 95 %% of at least 10", ok, sent)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -37,6 +37,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&httpCfg.BodyReadTimeout, "body-read-timeout", httpapi.DefaultBodyReadTimeout, "a request body must be in within this, plus one second per --min-upload-rate bytes")
 	fs.Int64Var(&httpCfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate, "the slowest a request body may arrive after --body-read-timeout, in bytes per second")
 	fs.IntVar(&httpCfg.MaxConns, "max-connections", 0, "open connections served at once; beyond, 503 (0 = sized to the open-file limit)")
+	fs.IntVar(&httpCfg.ConnsPerAddress, "max-connections-per-address", httpapi.DefaultConnsPerAddress, "open connections from one client address (IPv6 by /64) not yet used with a key; beyond, 429 (0 = no limit; --trust-proxy peers exempt)")
+	fs.Float64Var(&httpCfg.KeylessRate, "keyless-rate", httpapi.DefaultKeylessRate, "requests a second without a key from one client address (IPv6 by /64, the forwarded one behind --trust-proxy); beyond, 429 (0 = no limit)")
+	fs.IntVar(&httpCfg.KeylessBurst, "keyless-burst", httpapi.DefaultKeylessBurst, "requests without a key one client address may make at once above --keyless-rate")
 	cfg := core.DefaultConfig()
 	fs.Float64Var(&cfg.ClaimRate, "claim-rate", cfg.ClaimRate, "claims per second admitted per key; over it a claim waits --claim-admission-wait, then gets 429")
 	fs.IntVar(&cfg.ClaimBurst, "claim-burst", cfg.ClaimBurst, "claims per key admitted at once above --claim-rate (a pool starting together)")
@@ -80,6 +83,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if httpCfg.BodyReadTimeout <= 0 || httpCfg.MinUploadRate < 1 || httpCfg.MaxConns < 0 {
 		return errors.New("--body-read-timeout and --min-upload-rate must be positive, --max-connections ≥ 0")
 	}
+	if httpCfg.ConnsPerAddress < 0 || httpCfg.KeylessRate < 0 || httpCfg.KeylessBurst < 1 {
+		return errors.New("--max-connections-per-address and --keyless-rate must be ≥ 0, --keyless-burst ≥ 1")
+	}
 	if httpCfg.MaxConns == 0 {
 		httpCfg.MaxConns = httpapi.DefaultMaxConns()
 	}
@@ -120,7 +126,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "store", a.Where, "data", dataDir,
-		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns)
+		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns,
+		"max_connections_per_address", httpCfg.ConnsPerAddress, "keyless_rate", httpCfg.KeylessRate, "keyless_burst", httpCfg.KeylessBurst)
 	if a.CreatedKey != "" {
 		fmt.Fprintf(stderr, "\ntessera: a new store; its first admin key is shown only this once. To use it:\n\n  export TESSERA_URL=%s\n  export TESSERA_KEY=%s\n\n", *publicURL, a.CreatedKey)
 	}

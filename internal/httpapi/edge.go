@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -42,9 +45,10 @@ const (
 	// the server is draining: a healthy upload goes on, a stalled one is
 	// cut off so the drain ends in time.
 	drainStall = time.Second
-	// refusalTime bounds the answer to a connection over the cap, and
-	// maxRefusing the refusals under way at once; past that a connection
-	// over the cap is closed without an answer.
+	// refusalTime bounds the answer to a connection refused (over the
+	// cap, or over its address's share), and maxRefusing the refusals
+	// under way at once of each kind; past that a refused connection is
+	// closed without an answer.
 	refusalTime = time.Second
 	maxRefusing = 128
 	// closeWait is how long a connection closed under an unread body
@@ -285,13 +289,18 @@ func minTime(a, b time.Time) time.Time {
 
 // Listener wraps ln with the edge's connection handling: at most
 // cfg.MaxConns connections at once (0: no cap), reclaiming idle keep-alive
-// connections first and answering 503 beyond; and the JSON error body on
-// the errors net/http answers itself (431, malformed requests).
+// connections first and answering 503 beyond; at most
+// cfg.ConnsPerAddress unproven connections from one address group
+// (edgelimit.go), answering 429 beyond; and the JSON error body on the
+// errors net/http answers itself (431, malformed requests).
 func (s *Server) Listener(ln net.Listener) net.Listener {
-	l := &listener{Listener: ln, srv: s, idle: map[*edgeConn]struct{}{}}
+	l := &listener{Listener: ln, srv: s, perAddr: s.cfg.ConnsPerAddress,
+		idle: [2]map[*edgeConn]struct{}{{}, {}}, unproven: map[netip.Addr]int{}}
 	if s.cfg.MaxConns > 0 {
 		l.slots = make(chan struct{}, s.cfg.MaxConns)
+		l.busyAt = max(s.cfg.MaxConns*busyNum/busyDen, 1)
 	}
+	l.share = max(l.perAddr/busyShareDiv, 1)
 	return l
 }
 
@@ -299,13 +308,24 @@ type listener struct {
 	net.Listener
 	srv   *Server
 	slots chan struct{} // one per open connection; nil: no cap
+	// perAddr bounds the unproven connections of one address group (0:
+	// no bound); once busyAt slots are taken, share does.
+	perAddr, busyAt, share int
 
-	mu   sync.Mutex
-	idle map[*edgeConn]struct{}
+	mu sync.Mutex
+	// idle holds the idle keep-alive connections, unproven ones [0]
+	// apart from proven ones [1]: at the cap the unproven go first.
+	idle [2]map[*edgeConn]struct{}
+	// unproven counts, by address group, the open connections that are
+	// not proven (edgeConn.proven), from peers that are not trusted
+	// proxies; an address without any has no entry, so the map is
+	// bounded by the open connections.
+	unproven map[netip.Addr]int
 
-	refusing atomic.Int32
-	refused  atomic.Int64
-	lastLog  atomic.Int64 // unix seconds of the last refusal logged
+	// refusing counts the refusals being answered, at the cap [0] and
+	// per address [1]: a flood refused per address does not take the
+	// answers of clients refused at the cap.
+	refusing [2]atomic.Int32
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -314,15 +334,79 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.take() {
-			return &edgeConn{Conn: c, l: l}, nil
+		ec := &edgeConn{Conn: c, l: l}
+		why, e := l.admit(ec)
+		if e == nil {
+			return ec, nil
 		}
-		l.refuse(c)
+		l.refuse(c, why, e)
+	}
+}
+
+// admit takes c into the per-address count and a connection slot, or says
+// why not. The per-address check comes first, so a flooding address is
+// refused without closing anyone's idle connection to make room for it.
+func (l *listener) admit(c *edgeConn) (int, *tessera.Error) {
+	if g, ok := l.limitedPeer(c); ok {
+		l.mu.Lock()
+		n := l.unproven[g]
+		busy := l.slots != nil && len(l.slots) >= l.busyAt
+		if n >= l.perAddr || busy && n >= l.share {
+			l.mu.Unlock()
+			if n >= l.perAddr {
+				return refusedConnsPerAddress, &tessera.Error{Code: tessera.CodeRateLimited, RetryAfter: time.Second,
+					Message: fmt.Sprintf("this address already holds %d open connections that have not been used with a key; reuse them (keep-alive), or retry shortly", n)}
+			}
+			return refusedBusyShare, &tessera.Error{Code: tessera.CodeRateLimited, RetryAfter: time.Second,
+				Message: fmt.Sprintf("the server is near its limit of %d open connections, and this address already holds %d that have not been used with a key; reuse them (keep-alive), or retry shortly", cap(l.slots), n)}
+		}
+		l.unproven[g] = n + 1
+		c.group, c.counted = g, true
+		l.mu.Unlock()
+	}
+	if !l.take() {
+		l.mu.Lock()
+		l.uncount(c)
+		l.mu.Unlock()
+		return refusedConnCap, &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
+			Message: fmt.Sprintf("the server is at its limit of %d open connections; retry shortly", cap(l.slots))}
+	}
+	return 0, nil
+}
+
+// limitedPeer is the address group c counts against: its socket peer,
+// unless the per-address bound is off or the peer is a trusted proxy,
+// which carries many clients' connections (their requests are still
+// limited per forwarded address, admitRequest).
+func (l *listener) limitedPeer(c net.Conn) (netip.Addr, bool) {
+	ta, ok := c.RemoteAddr().(*net.TCPAddr)
+	if l.perAddr <= 0 || !ok {
+		return netip.Addr{}, false
+	}
+	a := ta.AddrPort().Addr().Unmap()
+	if l.srv.trusted(a) {
+		return netip.Addr{}, false
+	}
+	return core.GroupAddr(a), true
+}
+
+// uncount takes c out of its address's count of unproven connections.
+// l.mu held.
+func (l *listener) uncount(c *edgeConn) {
+	if !c.counted {
+		return
+	}
+	c.counted = false
+	if n := l.unproven[c.group] - 1; n > 0 {
+		l.unproven[c.group] = n
+	} else {
+		delete(l.unproven, c.group)
 	}
 }
 
 // take takes a connection slot, closing an idle keep-alive connection to
-// free one when all are taken.
+// free one when all are taken: an unproven one if there is any, so a
+// flood's idle connections go before a worker's.
 func (l *listener) take() bool {
 	if l.slots == nil {
 		return true
@@ -334,9 +418,14 @@ func (l *listener) take() bool {
 	}
 	l.mu.Lock()
 	var victim *edgeConn
-	for c := range l.idle {
-		victim = c
-		break
+	for _, idle := range l.idle {
+		for c := range idle {
+			victim = c
+			break
+		}
+		if victim != nil {
+			break
+		}
 	}
 	l.mu.Unlock()
 	if victim == nil {
@@ -351,27 +440,28 @@ func (l *listener) take() bool {
 	}
 }
 
-// refuse answers a connection over the cap with 503 and closes it. The
-// answer is written, then the request read (bounded) so the close does not
-// reset it away.
-func (l *listener) refuse(c net.Conn) {
-	n := l.refused.Add(1)
-	if now := time.Now().Unix(); l.lastLog.Load() < now-10 {
-		l.lastLog.Store(now)
-		l.srv.log.Warn("connection refused: at the connection cap", "max_connections", cap(l.slots), "refused_total", n)
+// refuse answers a connection the edge will not serve with e and closes
+// it. The answer is written, then the request read (bounded) so the close
+// does not reset it away.
+func (l *listener) refuse(c net.Conn, why int, e *tessera.Error) {
+	if n, log := l.srv.edge.count(why); log {
+		l.srv.log.Warn("connection refused", "reason", refusalNames[why], "max_connections", cap(l.slots),
+			"max_connections_per_address", l.perAddr, "refused_total", n)
 	}
-	if l.refusing.Add(1) > maxRefusing {
-		l.refusing.Add(-1)
+	refusing := &l.refusing[0]
+	if why != refusedConnCap {
+		refusing = &l.refusing[1]
+	}
+	if refusing.Add(1) > maxRefusing {
+		refusing.Add(-1)
 		c.Close()
 		return
 	}
 	go func() {
-		defer l.refusing.Add(-1)
+		defer refusing.Add(-1)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refusalTime))
-		e := &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
-			Message: fmt.Sprintf("the server is at its limit of %d open connections; retry shortly", cap(l.slots))}
-		if _, err := c.Write(rawErrorResponse(http.StatusServiceUnavailable, e)); err != nil {
+		if _, err := c.Write(rawErrorResponse(ops.Status(e.Code), e)); err != nil {
 			return
 		}
 		if tc, ok := c.(interface{ CloseWrite() error }); ok {
@@ -388,15 +478,24 @@ type edgeConn struct {
 	// responding is set while a handler serves a request on the
 	// connection; any response written outside one is net/http's own.
 	responding atomic.Bool
-	closeOnce  sync.Once
+	// proven is set once a request on the connection was authenticated
+	// with a key other than an anonymous session's: the connection then
+	// leaves its address's count (a pool of workers behind one NAT is
+	// not held to a flood's limit) and is the last to be reclaimed. A
+	// session key does not prove one, since anyone can mint sessions.
+	proven atomic.Bool
+	// group and counted are its place in listener.unproven (l.mu).
+	group     netip.Addr
+	counted   bool
+	closeOnce sync.Once
 }
 
 func (c *edgeConn) setState(st http.ConnState) {
 	c.l.mu.Lock()
+	delete(c.l.idle[0], c)
+	delete(c.l.idle[1], c)
 	if st == http.StateIdle {
-		c.l.idle[c] = struct{}{}
-	} else {
-		delete(c.l.idle, c)
+		c.l.idle[c.provenIndex()][c] = struct{}{}
 	}
 	c.l.mu.Unlock()
 	if st == http.StateIdle {
@@ -404,11 +503,30 @@ func (c *edgeConn) setState(st http.ConnState) {
 	}
 }
 
+func (c *edgeConn) provenIndex() int {
+	if c.proven.Load() {
+		return 1
+	}
+	return 0
+}
+
+// prove marks the connection proven (a keyed request authenticated on it).
+func (c *edgeConn) prove() {
+	if !c.proven.CompareAndSwap(false, true) {
+		return
+	}
+	c.l.mu.Lock()
+	c.l.uncount(c)
+	c.l.mu.Unlock()
+}
+
 func (c *edgeConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
 		c.l.mu.Lock()
-		delete(c.l.idle, c)
+		delete(c.l.idle[0], c)
+		delete(c.l.idle[1], c)
+		c.l.uncount(c)
 		c.l.mu.Unlock()
 		if c.l.slots != nil {
 			<-c.l.slots

@@ -37,6 +37,10 @@ type Server struct {
 	metricsReg *serverMetrics
 	// bodies are the request bodies being read (edge.go).
 	bodies bodies
+	// keyless is the per-address rate of requests without a key, nil
+	// when off; edge counts what the edge refused (edgelimit.go).
+	keyless *addrBuckets
+	edge    edgeCounts
 	// exec runs every operation (package ops).
 	exec *ops.Exec
 	// patterns records every registered pattern, so a test can hold the
@@ -68,6 +72,14 @@ type Config struct {
 	MinUploadRate   int64
 	// MaxConns caps the open connections of Listener (0: no cap).
 	MaxConns int
+	// ConnsPerAddress caps the open connections of Listener from one
+	// address group that have not been used with a key (0: no cap);
+	// trusted proxies are exempt (edgelimit.go).
+	ConnsPerAddress int
+	// KeylessRate (a second) and KeylessBurst bound the requests without
+	// a key from one client address group (0: no bound).
+	KeylessRate  float64
+	KeylessBurst int
 	// MCPBatchWait is the long-poll time the calls of one MCP request
 	// share (0: mcp.DefaultBatchWait).
 	MCPBatchWait time.Duration
@@ -85,6 +97,10 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 	s := &Server{core: svc, log: log, mux: http.NewServeMux(), cfg: cfg,
 		exec: ops.New(svc, log, strings.TrimRight(cfg.PublicURL, "/"))}
 	s.metricsReg = newServerMetrics(svc, s.exec)
+	s.metricsReg.registry.MustRegister(&s.edge)
+	if cfg.KeylessRate > 0 {
+		s.keyless = newAddrBuckets(cfg.KeylessRate, max(cfg.KeylessBurst, 1))
+	}
 	s.registerOps()
 	s.mountMCP()
 	docs, err := discovery.New(s.discoveryConfig(cfg), s.Describe(), ErrorBody{})
@@ -133,6 +149,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	body := s.watchBody(rec, r)
 	rec.body = body
+	// The per-address limits come before anything else reads the request
+	// (edgelimit.go).
+	edge, refused := s.admitRequest(r)
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic", "route", rec.route, "panic", p)
@@ -140,17 +159,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, tessera.Errorf(tessera.CodeInternal, "internal error"))
 			}
 		}
-		s.metricsReg.observe(rec.route, rec.status, time.Since(start))
-		if !rec.op {
-			s.log.Info("request", "method", r.Method, "route", rec.route, "status", rec.status,
-				"duration_ms", time.Since(start).Milliseconds(),
-				"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())
+		// A refusal at the edge is counted there, not logged one by one:
+		// a flood must not become a flood of log lines.
+		if refused == nil {
+			s.metricsReg.observe(rec.route, rec.status, time.Since(start))
+			if !rec.op {
+				s.log.Info("request", "method", r.Method, "route", rec.route, "status", rec.status,
+					"duration_ms", time.Since(start).Milliseconds(),
+					"rows_read", usage.Read.Load(), "rows_written", usage.Written.Load())
+			}
 		}
+		s.answered(edge, rec.status)
 		// Whatever the answer did not read of the body is read now, so
 		// the client gets to see the answer (edge.go).
 		body.linger()
 		s.forgetBody(body)
 	}()
+	if refused != nil {
+		writeError(rec, refused)
+		return
+	}
 	if clean := canonicalPath(r.URL.Path); clean != r.URL.Path {
 		// The mux would redirect, resending the key and the body to a
 		// path the client did not write; a client that sends "//" or
@@ -167,8 +195,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		r.Body = http.MaxBytesReader(rec, body, limit)
 	}
-	if addr, ok := s.clientAddr(r); ok {
-		ctx = core.WithClient(ctx, addr)
+	if edge.addr.IsValid() {
+		ctx = core.WithClient(ctx, edge.addr)
 	}
 	s.mux.ServeHTTP(rec, r.WithContext(ctx))
 }
@@ -233,7 +261,11 @@ func (s *Server) authenticate(r *http.Request) (*auth.Actor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.core.Auth().Authenticate(r.Context(), bearer)
+	a, err := s.core.Auth().Authenticate(r.Context(), bearer)
+	if c, ok := r.Context().Value(connKey{}).(*edgeConn); ok && err == nil && a.Principal.Kind != tessera.KindAnonymous {
+		c.prove() // the connection's address limit no longer holds it (edge.go)
+	}
+	return a, err
 }
 
 type statusRecorder struct {

@@ -79,6 +79,7 @@ type Tx interface {
 	AuditTx
 	PublicTx
 	SessionTx
+	ConsoleTx
 
 	// Notify queues topic for every node's listener (Store.Listen), to be
 	// delivered once this transaction commits; a rolled-back transaction

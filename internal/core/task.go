@@ -272,6 +272,9 @@ type ListParams struct {
 	Label  string
 	Cursor string
 	Limit  int
+	// Title and the creation range search (console.go).
+	Title                       string
+	CreatedAfter, CreatedBefore *time.Time
 }
 
 // TaskPage is one page of tasks; NextCursor is empty on the last page.
@@ -296,8 +299,14 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 		now := s.clock.Now()
 		// One extra row tells whether another page follows; a page also
 		// ends once it carries store.PageBytes of briefs and payloads.
-		tasks, err := tx.TaskList(ctx, ns, store.TaskFilter{StateFilter: tessera.StoredFilter(p.State, now),
-			Queue: p.Queue, Label: p.Label, Before: before, Limit: limit + 1})
+		var tasks []tessera.Task
+		var err error
+		if sel := (Selection{Queue: p.Queue, State: p.State, Title: p.Title, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore}); sel.searches() {
+			tasks, err = searchTasks(ctx, tx, ns, &sel, p.Label, before, limit+1, now)
+		} else {
+			tasks, err = tx.TaskList(ctx, ns, store.TaskFilter{StateFilter: tessera.StoredFilter(p.State, now),
+				Queue: p.Queue, Label: p.Label, Before: before, Limit: limit + 1})
+		}
 		if err != nil {
 			return err
 		}
@@ -384,62 +393,68 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 		if task.Lease != nil {
 			ev.RunID = task.Lease.RunID
 		}
-		now := ev.Time
-		before := task.Copy()
-		invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, task.VisibleState(now))
-		var cancelRequested bool
-		switch change {
-		case ChangeCancel:
-			switch {
-			case tessera.Terminal(task.State):
-				return invalid
-			case task.State == tessera.StateLeased:
-				if task.CancelRequested {
-					return nil
-				}
-				// The holder learns of it and the task ends at its next
-				// heartbeat, submit or lapse (§1).
-				task.CancelRequested, cancelRequested = true, true
-			default:
-				task.State, task.FinishedAt = tessera.StateCanceled, &now
-			}
-		case ChangePause:
-			if task.State != tessera.StateReady {
-				return invalid
-			}
-			task.State = tessera.StatePaused
-		case ChangeResume:
-			if task.State != tessera.StatePaused {
-				return invalid
-			}
-			task.State = tessera.StateReady
-		case ChangeRetry:
-			if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
-				return invalid
-			}
-			task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
-			task.Error, task.Result, task.FinishedAt = "", nil, nil
-		default:
-			return errors.New("unknown task change " + string(change))
-		}
-		task.UpdatedAt = now
-		if err := tx.TaskUpdate(ctx, before, task); err != nil {
-			return err
-		}
-		if cancelRequested {
-			tx.Notify(ctx, taskTopic(ns, id))
-			return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
-		}
-		if task.State == tessera.StateReady && !task.RunAt.After(now) {
-			tx.Notify(ctx, queueTopic(ns, task.Queue))
-		}
-		return nil
+		return applyChange(ctx, tx, a, task, change, ev.Time)
 	})
 	if err != nil {
 		return nil, err
 	}
 	task.State = task.VisibleState(s.clock.Now())
 	return task, nil
+}
+
+// applyChange applies a producer's change to task, read in tx, written
+// over the version it was read at.
+func applyChange(ctx context.Context, tx store.Tx, a *auth.Actor, task *tessera.Task, change TaskChange, now time.Time) error {
+	ns, id := task.Namespace, task.ID
+	before := task.Copy()
+	invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, task.VisibleState(now))
+	var cancelRequested bool
+	switch change {
+	case ChangeCancel:
+		switch {
+		case tessera.Terminal(task.State):
+			return invalid
+		case task.State == tessera.StateLeased:
+			if task.CancelRequested {
+				return nil
+			}
+			// The holder learns of it and the task ends at its next
+			// heartbeat, submit or lapse (§1).
+			task.CancelRequested, cancelRequested = true, true
+		default:
+			task.State, task.FinishedAt = tessera.StateCanceled, &now
+		}
+	case ChangePause:
+		if task.State != tessera.StateReady {
+			return invalid
+		}
+		task.State = tessera.StatePaused
+	case ChangeResume:
+		if task.State != tessera.StatePaused {
+			return invalid
+		}
+		task.State = tessera.StateReady
+	case ChangeRetry:
+		if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
+			return invalid
+		}
+		task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
+		task.Error, task.Result, task.FinishedAt = "", nil, nil
+	default:
+		return errors.New("unknown task change " + string(change))
+	}
+	task.UpdatedAt = now
+	if err := tx.TaskUpdate(ctx, before, task); err != nil {
+		return err
+	}
+	if cancelRequested {
+		tx.Notify(ctx, taskTopic(ns, id))
+		return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
+	}
+	if task.State == tessera.StateReady && !task.RunAt.After(now) {
+		tx.Notify(ctx, queueTopic(ns, task.Queue))
+	}
+	return nil
 }
 
 // AddNote appends a note for the task's lease holder. The producer side

@@ -22,6 +22,9 @@ func (s *Server) Describe() []discovery.Route {
 			// Blob bytes: any media type, Range and If-None-Match.
 			d.Out, d.RawResponse, d.RawType, d.Ranges = nil, true, "*/*", true
 		}
+		if o.HTTP.Stream {
+			d.Out, d.RawResponse, d.RawType = nil, true, "text/event-stream"
+		}
 		out = append(out, d)
 	}
 	auth := "admin"

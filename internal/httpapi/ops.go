@@ -48,6 +48,17 @@ func (s *Server) opHandler(o *ops.Op, namespaced bool) http.HandlerFunc {
 		if o.HTTP.RawBody {
 			req.Body = uploadBody{r}
 		}
+		if o.HTTP.Stream {
+			sink := newSSESink(w)
+			defer sink.done()
+			req.Events = sink
+			if res := s.exec.Do(r.Context(), o, req); res.Err != nil && sink.opened {
+				sink.Fault(res.Err, res.Status) // too late for a status
+			} else {
+				s.answer(w, r, o, res)
+			}
+			return
+		}
 		s.answer(w, r, o, s.exec.Do(r.Context(), o, req))
 	}
 }
@@ -162,6 +173,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, o *ops.Op, res *
 		}
 	}
 	switch {
+	case o.HTTP.Stream:
+		// The stream has written itself, and ended.
 	case o.Out == nil:
 		w.WriteHeader(res.Status)
 	case o.HTTP.RawResponse:

@@ -251,7 +251,8 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if act := ok(admin.Activity(ctx, client.Page{})); len(act.Events) == 0 {
 		t.Fatalf("activity: %+v", act)
 	}
-	for _, doc := range []string{"/", "/connect", "/connect.json", "/llms.txt", "/llms-full.txt", "/robots.txt", "/favicon.svg", "/.well-known/agent-card.json", "/metrics"} {
+	for _, doc := range []string{"/", "/connect", "/connect.json", "/llms.txt", "/llms-full.txt", "/robots.txt", "/favicon.svg", "/.well-known/agent-card.json", "/metrics",
+		"/console", "/console/app.js"} {
 		if b := ok(admin.Document(ctx, doc)); len(b) == 0 {
 			t.Fatalf("%s: empty", doc)
 		}

@@ -37,7 +37,7 @@ func (s *Server) Describe() []discovery.Route {
 	for _, p := range discovery.Paths {
 		out = append(out, discovery.Route{Method: http.MethodGet, Path: p, Summary: "Discovery document", Auth: "public"})
 	}
-	return out
+	return append(out, consoleRoutes()...)
 }
 
 // mcpMessage is a JSON-RPC message, for the API description; its shape

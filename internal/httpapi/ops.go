@@ -151,6 +151,10 @@ func setParam(v reflect.Value, f *input.Field, raw string) error {
 // answer encodes what a call came to.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, o *ops.Op, res *ops.Result) {
 	if res.Err != nil {
+		if o.HTTP.HTML && (res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden) && wantsPage(r) {
+			s.writeKeyPage(w, r.PathValue("namespace"), res.Err, res.Status)
+			return
+		}
 		writeFault(w, renameHeaderField(o, res.Err), res.Status)
 		return
 	}

@@ -205,7 +205,7 @@ var claimOps = []*Op{
 			"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
 			"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds to wait for work to arrive.",
 		HTTP: &Route{Method: "POST", Path: "/v1/claims", Namespaced: true, Empty: emptyClaim,
-			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?)"},
+			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?); Tessera-Queue-Paused: true says the queue is paused"},
 		Tool: &Tool{Name: "claim_task", Title: "Claim the next task"}},
 		func(ctx context.Context, c *Call, in *core.ClaimParams) (*core.Claimed, error) {
 			p := *in
@@ -245,8 +245,12 @@ var claimOps = []*Op{
 		}),
 }
 
-// QueueKnownHeader carries an empty claim's queue_known.
-const QueueKnownHeader = "Tessera-Queue-Known"
+// QueueKnownHeader carries an empty claim's queue_known, and
+// QueuePausedHeader its queue_paused.
+const (
+	QueueKnownHeader  = "Tessera-Queue-Known"
+	QueuePausedHeader = "Tessera-Queue-Paused"
+)
 
 // emptyClaim answers a claim that found nothing with 204 and its hints:
 // Retry-After, and whether the queue ever had a task (a typo's tell).
@@ -258,6 +262,9 @@ func emptyClaim(out any) (http.Header, bool) {
 	h := http.Header{"Retry-After": {strconv.Itoa(c.RetryAfter)}}
 	if c.QueueKnown != nil {
 		h.Set(QueueKnownHeader, strconv.FormatBool(*c.QueueKnown))
+	}
+	if c.QueuePaused {
+		h.Set(QueuePausedHeader, "true")
 	}
 	return h, true
 }

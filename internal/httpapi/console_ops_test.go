@@ -138,6 +138,7 @@ func TestTaskTrail(t *testing.T) {
 	s.must(201, "POST", "/v1/tasks/"+task.ID+"/notes", adminKey, map[string]any{"body": "mind the gap"})
 	s.must(201, "PUT", "/v1/records/out/r1", adminKey, map[string]any{"value": 1, "lease_token": c.Lease.Token})
 	s.must(201, "PUT", "/v1/records/out/unbound", adminKey, map[string]any{"value": 2})
+	blob := s.uploadBlob("main", adminKey, []byte("the run's output"), map[string]any{"lease_token": c.Lease.Token})
 	s.submit("main", adminKey, c, tessera.OutcomeSucceeded)
 	s.task("main", adminKey, task.ID) // a read: no part of the trail
 
@@ -147,7 +148,7 @@ func TestTaskTrail(t *testing.T) {
 	for _, e := range trail.Events {
 		kinds = append(kinds, e.Kind+" "+e.Target)
 	}
-	want := []string{"task.enqueued " + task.ID, "task.claimed " + task.ID, "record.written out/r1", "task.succeeded " + task.ID}
+	want := []string{"task.enqueued " + task.ID, "task.claimed " + task.ID, "record.written out/r1", "blob.stored " + blob.Ref, "task.succeeded " + task.ID}
 	if strings.Join(kinds, ",") != strings.Join(want, ",") {
 		t.Fatalf("trail %q, want %q", kinds, want)
 	}

@@ -57,17 +57,7 @@ func (s *testServer) openStream(path, key string, headers ...string) *sseStream 
 func (s *testServer) tryStream(path, key string, headers ...string) (*sseStream, *response) {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+path, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(s.request(ctx, "GET", path, key, nil, headers...))
 	if err != nil {
 		cancel()
 		s.t.Fatal(err)

@@ -95,17 +95,25 @@ func (t *tx) TaskPurgeFinished(ctx context.Context, ns, queue string, states []s
 		return 0, err
 	}
 	for _, id := range ids {
-		for _, sql := range []string{
-			`DELETE FROM task_events WHERE namespace = ? AND task_id = ?`,
-			`DELETE FROM runs WHERE namespace = ? AND task_id = ?`,
-			`DELETE FROM tasks WHERE namespace = ? AND id = ?`,
-		} {
-			if _, err := t.c.exec(ctx, sql, ns, id); err != nil {
-				return 0, err
-			}
+		if err := t.taskDelete(ctx, ns, id); err != nil {
+			return 0, err
 		}
 	}
 	return len(ids), nil
+}
+
+// taskDelete deletes a task with its runs and events.
+func (t *tx) taskDelete(ctx context.Context, ns, id string) error {
+	for _, sql := range []string{
+		`DELETE FROM task_events WHERE namespace = ? AND task_id = ?`,
+		`DELETE FROM runs WHERE namespace = ? AND task_id = ?`,
+		`DELETE FROM tasks WHERE namespace = ? AND id = ?`,
+	} {
+		if _, err := t.c.exec(ctx, sql, ns, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nullText is s, or NULL for "": an absent optional column costs nothing.

@@ -170,6 +170,35 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 		t.Fatalf("released: %+v", got)
 	}
 
+	// The console's reads and actions, and the live stream.
+	if tr := ok(admin.TaskTrail(ctx, task.ID)); len(tr.Events) == 0 || tr.Events[0].Kind != client.KindEnqueued {
+		t.Fatalf("trail: %+v", tr)
+	}
+	if q := ok(admin.PauseQueue(ctx, "default")); !q.Paused {
+		t.Fatalf("paused: %+v", q)
+	}
+	if qs := ok(admin.ListQueues(ctx)); len(qs.Queues) != 1 || !qs.Queues[0].Paused || qs.Queues[0].Counts["succeeded"] != 1 {
+		t.Fatalf("queues: %+v", qs)
+	}
+	if q := ok(admin.ResumeQueue(ctx, "default")); q.Paused {
+		t.Fatalf("resumed: %+v", q)
+	}
+	counted := ok(admin.BulkChange(ctx, client.BulkRequest{Action: "cancel", DryRun: true, Selection: client.Selection{Title: "SECOND"}}))
+	if bulk := ok(admin.BulkChange(ctx, client.BulkRequest{Action: "cancel", Expect: &counted.Count, Selection: client.Selection{Title: "second"}})); counted.Count != 1 || len(bulk.Changed) != 1 {
+		t.Fatalf("bulk cancel of %d: %+v", counted.Count, bulk)
+	}
+	if p := ok(admin.PurgeQueue(ctx, "default", "canceled")); p.Purged != 1 || p.More {
+		t.Fatalf("purge: %+v", p)
+	}
+	stream, stop := context.WithCancel(ctx)
+	defer stop()
+	for ev, err := range admin.Events(stream, client.EventFilter{After: task.ID}) {
+		if err != nil || ev.Namespace != "main" {
+			t.Fatalf("event: %+v, %v", ev, err)
+		}
+		stop()
+	}
+
 	// Administration.
 	pr := ok(admin.CreatePrincipal(ctx, client.PrincipalRequest{Kind: "agent", DisplayName: "worker-1"}))
 	name := "worker-one"
@@ -229,7 +258,8 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if act := ok(admin.Activity(ctx, client.Page{})); len(act.Events) == 0 {
 		t.Fatalf("activity: %+v", act)
 	}
-	for _, doc := range []string{"/", "/connect", "/connect.json", "/llms.txt", "/llms-full.txt", "/robots.txt", "/favicon.svg", "/.well-known/agent-card.json", "/metrics"} {
+	for _, doc := range []string{"/", "/connect", "/connect.json", "/llms.txt", "/llms-full.txt", "/robots.txt", "/favicon.svg", "/.well-known/agent-card.json", "/metrics",
+		"/console", "/console/app.js"} {
 		if b := ok(admin.Document(ctx, doc)); len(b) == 0 {
 			t.Fatalf("%s: empty", doc)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Me returns the caller's principal and key (GET /v1/me).
@@ -43,6 +44,9 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*TaskPage, error)
 	set(q, "state", f.State)
 	set(q, "queue", f.Queue)
 	set(q, "label", f.Label)
+	set(q, "title", f.Title)
+	setTime(q, "created_after", f.CreatedAfter)
+	setTime(q, "created_before", f.CreatedBefore)
 	set(q, "cursor", f.Cursor)
 	setInt(q, "limit", f.Limit)
 	var out TaskPage
@@ -130,6 +134,12 @@ func result[T any](out *T, err error) (*T, error) {
 func set(q url.Values, name, v string) {
 	if v != "" {
 		q.Set(name, v)
+	}
+}
+
+func setTime(q url.Values, name string, v time.Time) {
+	if !v.IsZero() {
+		q.Set(name, v.UTC().Format(time.RFC3339Nano))
 	}
 }
 

@@ -144,8 +144,12 @@ type EnqueueBatchRequest struct {
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
 	State, Queue, Label string
-	Limit               int
-	Cursor              string
+	// Title keeps tasks whose title contains it (ASCII letters in any
+	// case); CreatedAfter and CreatedBefore bound when they were made.
+	Title                       string
+	CreatedAfter, CreatedBefore time.Time
+	Limit                       int
+	Cursor                      string
 }
 
 // TaskPage is a page of tasks, newest first.
@@ -422,8 +426,13 @@ type AuditEvent struct {
 	Action      string    `json:"action"`
 	Target      string    `json:"target"`
 	RunID       string    `json:"run_id,omitempty"`
-	Status      int       `json:"status"`
-	IPHash      string    `json:"ip_hash"`
+	// TaskID is the task the action was about or done under, Queue its
+	// queue, State the state it left the task in.
+	TaskID string `json:"task_id,omitempty"`
+	Queue  string `json:"queue,omitempty"`
+	State  string `json:"state,omitempty"`
+	Status int    `json:"status"`
+	IPHash string `json:"ip_hash"`
 }
 
 // AuditCounter counts what is not an event (denials, failures, empty

@@ -45,7 +45,7 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 		{"blobs", "-h"}, {"blobs", "put", "-h"}, {"blobs", "get", "-h"},
 		{"principals", "-h"}, {"principals", "create", "-h"}, {"principals", "list", "-h"},
 		{"keys", "-h"}, {"keys", "create", "-h"}, {"keys", "list", "-h"}, {"keys", "revoke", "-h"},
-		{"audit", "-h"}, {"work", "-h"}} {
+		{"audit", "-h"}, {"work", "-h"}, {"tail", "-h"}} {
 		var out, errOut bytes.Buffer
 		if code := exitCode(run(context.Background(), args, &out, &errOut)); code != 0 {
 			t.Errorf("tessera %s: exit %d, want 0", strings.Join(args, " "), code)

@@ -34,6 +34,7 @@ before or after the command):
   principals create|list
   keys create|list|revoke
   audit              your own audit trail (--all: everyone's, admin)
+  tail               follow the namespace's events as they happen
   work -- CMD ARGS   claim tasks and run CMD for each (see tessera work -h)
 
 Each command takes -h. Every serve flag can also be set as TESSERA_<FLAG>
@@ -130,6 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "work":
 		return workCmd(ctx, args[1:], stdout, stderr)
+	case "tail":
+		return tailCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionLine(buildInfo()))
 		return nil

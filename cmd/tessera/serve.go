@@ -50,6 +50,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.Sessions.PerAddress, "session-address-limit", cfg.Sessions.PerAddress, "anonymous sessions an hour per client address (IPv6 by /64)")
 	fs.IntVar(&cfg.Sessions.PerHour, "session-allowance", cfg.Sessions.PerHour, "anonymous sessions an hour for everyone, accruing evenly (a tenth at once)")
 	fs.IntVar(&cfg.Sessions.Requests, "session-requests", cfg.Sessions.Requests, "requests each anonymous session may make")
+	fs.IntVar(&cfg.StreamsPerKey, "streams-per-key", cfg.StreamsPerKey, "live event streams (GET /v1/events) one key holds open; beyond, 429")
+	fs.IntVar(&cfg.MaxStreams, "max-streams", cfg.MaxStreams, "live event streams this node holds open; beyond, 429")
 	trustProxy := fs.String("trust-proxy", "", "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (default: none)")
 	var allowance meter.Allowance
 	fs.Int64Var(&allowance.RowsWrittenPerDay, "storage-rows-written-per-day", 0, "daily allowance of rows written (0 = unlimited)")
@@ -76,6 +78,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if cfg.MaxBlobBytes < 1 {
 		return errors.New("--max-blob-bytes must be positive")
+	}
+	if cfg.StreamsPerKey < 1 || cfg.MaxStreams < 1 {
+		return errors.New("--streams-per-key and --max-streams must be positive")
 	}
 	if cfg.Sessions.PerAddress < 0 || cfg.Sessions.PerHour < 0 || cfg.Sessions.Requests < 0 || cfg.RetainFinished < 0 {
 		return errors.New("session limits and --retain-finished must be ≥ 0")

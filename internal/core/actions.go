@@ -61,6 +61,20 @@ const (
 	ActBlobPut = "blob.put"
 )
 
+// The live event stream and the operator console's operations (issue 29).
+const (
+	ActEvents      = "events.stream"
+	ActTaskTrail   = "task.trail"
+	ActTaskBulk    = "task.bulk"
+	ActQueueList   = "queue.list"
+	ActQueuePause  = "queue.pause"
+	ActQueueResume = "queue.resume"
+	ActQueuePurge  = "queue.purge"
+	// ActTaskLapse names no operation: it is the event of a lease that
+	// lapsed, written by whichever transaction noticed it (event.go).
+	ActTaskLapse = "task.lapse"
+)
+
 // ActTaskEnqueueBatch names a batch enqueue (POST /v1/tasks/batch) in
 // counters, and for its Need. Each task it enqueues is evented as
 // ActTaskEnqueue, as a single enqueue of it would be.
@@ -100,6 +114,14 @@ var needs = map[string]Need{
 	ActCounts:   {Grant: true, Action: tessera.ActionRead},
 	// A batch needs what each of its tasks would.
 	ActTaskEnqueueBatch: {Grant: true, Action: tessera.ActionEnqueue},
+
+	ActEvents:      {Grant: true, Action: tessera.ActionRead},
+	ActTaskTrail:   {Grant: true, Action: tessera.ActionRead},
+	ActQueueList:   {Grant: true, Action: tessera.ActionRead},
+	ActTaskBulk:    {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueuePause:  {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueueResume: {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueuePurge:  {Grant: true, Action: tessera.ActionEnqueue},
 
 	ActClaim:       {Grant: true, Action: tessera.ActionClaim},
 	ActHeartbeat:   {Grant: true, Action: tessera.ActionClaim},

@@ -209,6 +209,10 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 		if pairAdded, err = s.notePair(ctx, tx, a.Principal.ID, ns); err != nil {
 			return err
 		}
+		// The id is drawn again, last: events the action wrote along the
+		// way (a lapse its claim noticed) come before its own in the
+		// stream, as they happened.
+		ev.ID = ids.New(ev.Time)
 		return tx.AuditInsert(ctx, ev)
 	})
 	if err != nil {

@@ -372,7 +372,7 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 	}
 	replayed := false
 	err = s.auditedCreate(ctx, a, ns, ActBlobCommit, func(tx store.Tx, ev *tessera.AuditEvent) (err error) {
-		ev.Target, ev.RunID = tessera.BlobRef(u.SHA256), u.RunID
+		ev.Target, ev.RunID, ev.TaskID = tessera.BlobRef(u.SHA256), u.RunID, u.TaskID
 		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
 			if err := tx.UploadDelete(ctx, ns, id); err != nil {
 				return notFound(err, "upload", id)

@@ -49,6 +49,9 @@ type Claimed struct {
 	// PreviousCheckpoint is what an earlier attempt at the task left to
 	// resume from.
 	PreviousCheckpoint *tessera.Checkpoint `json:"previous_checkpoint,omitempty"`
+	// QueuePaused, on an empty answer, says the queue is paused: nothing
+	// is granted until it is resumed.
+	QueuePaused bool `json:"queue_paused,omitempty"`
 }
 
 // leaseSeconds is a lease's length: v, or the default for 0.
@@ -103,7 +106,8 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 			unsubscribe()
 			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
 			known := s.queueKnown(ctx, ns, p.Queue)
-			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known}, nil
+			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known,
+				QueuePaused: s.pauses.isPaused(ns, p.Queue)}, nil
 		}
 		timer := time.NewTimer(s.pollWait(wait))
 		select {
@@ -148,6 +152,9 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		now := ev.Time
 		if err := s.lapse(ctx, tx, ns, queue, now); err != nil {
 			return err
+		}
+		if paused, err := s.queuePaused(ctx, tx, ns, queue); err != nil || paused {
+			return err // a paused queue grants nothing; its lapses still end
 		}
 		if s.meter.WriteRefusal() != nil {
 			// The claim is a write, refused while the allowance is spent;
@@ -243,6 +250,9 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 	}
 	if outcome == tessera.OutcomeLapsed {
 		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
+			return err
+		}
+		if err := auditLapse(ctx, tx, task, before.Lease.Holder, run.ID, now); err != nil {
 			return err
 		}
 		tx.Notify(ctx, taskTopic(task.Namespace, task.ID))

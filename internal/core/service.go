@@ -44,6 +44,12 @@ type Config struct {
 	// kept (with their runs and events) before retention deletes them;
 	// 0 keeps them forever.
 	RetainFinished time.Duration
+	// StreamsPerKey and MaxStreams bound the live event streams open per
+	// key (per client address without one) and on the node; StreamKeepAlive
+	// is how often an idle stream sends a comment. Zero takes the default.
+	StreamsPerKey   int
+	MaxStreams      int
+	StreamKeepAlive time.Duration
 	// Log hears of background failures (counter flushes, retention,
 	// upload sweeps) and what they lost or will retry; nil discards.
 	Log *slog.Logger
@@ -60,7 +66,8 @@ const DefaultRetainFinished = 7 * 24 * time.Hour
 // docs/operations.md says why these.
 func DefaultConfig() Config {
 	return Config{ClaimRate: 200, ClaimBurst: 400, ClaimConcurrency: 64, AdmissionWait: time.Second, MaxBlobBytes: DefaultMaxBlobBytes,
-		RetainFinished: DefaultRetainFinished, Sessions: DefaultSessionConfig()}
+		RetainFinished: DefaultRetainFinished, Sessions: DefaultSessionConfig(),
+		StreamsPerKey: DefaultStreamsPerKey, MaxStreams: DefaultMaxStreams, StreamKeepAlive: DefaultKeepAlive}
 }
 
 // Service is the coordinator of §2: one per process, holding only state
@@ -83,6 +90,9 @@ type Service struct {
 
 	audit *auditor
 
+	streams streamSlots // stream.go: the live event streams open
+	pauses  pauses      // queuectl.go: the paused queues, remembered
+
 	nsMu  sync.Mutex
 	known map[string]bool // namespaces known to exist in the store
 	// pairs are the principal + namespace pairs known to be recorded for
@@ -100,6 +110,15 @@ type Service struct {
 func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clock, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StreamsPerKey <= 0 {
+		cfg.StreamsPerKey = DefaultStreamsPerKey
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = DefaultKeepAlive
 	}
 	svc := &Service{
 		store:      s,

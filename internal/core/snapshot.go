@@ -540,7 +540,7 @@ func (s *Service) readActivity(ctx context.Context, ns string, now time.Time, be
 var activityVerbs = map[string]string{
 	ActTaskEnqueue: "enqueued", ActTaskCancel: "canceled", ActTaskPause: "paused", ActTaskResume: "resumed",
 	ActTaskRetry: "retried", ActClaim: "claimed", ActSubmit: "submitted", ActRelease: "released",
-	ActRecordWrite: "wrote", ActBucketPut: "changed bucket",
+	ActRecordWrite: "wrote", ActBucketPut: "changed bucket", ActTaskLapse: "let the lease lapse on",
 }
 
 func activitySummary(by string, e store.PublicEvent) string {

@@ -18,6 +18,7 @@ func snapshotTopic(ns string) string     { return "s\x00" + ns }
 func keyTopic(id string) string          { return "k\x00" + id }
 func principalTopic(id string) string    { return "p\x00" + id }
 func namespaceTopic(ns string) string    { return "n\x00" + ns }
+func pauseTopic(ns string) string        { return "Q\x00" + ns }
 
 // notified is the store's listener: long-poll wake-ups, snapshot drops and
 // forgotten keys, from this node's commits and every other node's alike.
@@ -30,6 +31,7 @@ func (s *Service) notified(topic string) {
 		s.snaps.dropAll()
 		s.auth.ForgetAll()
 		s.queues.gap()
+		s.pauses.forgetAll()
 		s.signals.fireAll()
 		return
 	}
@@ -48,10 +50,15 @@ func (s *Service) notified(topic string) {
 		s.signals.fire(topic)
 	case 's':
 		s.StateChanged(name)
+		s.signals.fire(streamTopic(name))
 	case 'k':
 		s.auth.ForgetKey(name)
+		s.signals.fire(streamKeyTopic(name))
 	case 'p':
 		s.auth.ForgetPrincipal(name)
+		s.signals.fire(streamPrincipalTopic(name))
+	case 'Q':
+		s.pauses.forget(name)
 	case 'n':
 		s.forgetNamespace(name)
 	}
@@ -84,7 +91,7 @@ func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error
 	if err == nil && last != nil && w.ended != nil {
 		for _, e := range last.ends {
 			t := last.tasks[[2]string{e.ns, e.taskID}]
-			w.ended(e.ns, t.Queue, e.outcome, t.State)
+			w.ended(e.ns, t.queue, e.outcome, t.state)
 		}
 	}
 	if errors.Is(err, store.ErrRetry) {
@@ -101,9 +108,63 @@ func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error
 type watchedTx struct {
 	store.Tx
 	changed []string
-	// tasks are the tasks updated, as last written; ends the runs ended.
-	tasks map[[2]string]tessera.Task
+	// tasks are the tasks written (inserted, claimed, updated) as last
+	// written, and those held for a write under their lease; ends the
+	// runs ended.
+	tasks map[[2]string]seenTask
 	ends  []runEnded
+}
+
+// seenTask is what a transaction wrote of a task, or read of one it held.
+type seenTask struct {
+	queue, state string
+	runAt        time.Time
+	run          string // the lease's run, when it had one
+	written      bool
+}
+
+func (t *watchedTx) see(task *tessera.Task, written bool) {
+	if t.tasks == nil {
+		t.tasks = map[[2]string]seenTask{}
+	}
+	k := [2]string{task.Namespace, task.ID}
+	if !written && t.tasks[k].written {
+		return // written already: what it holds is newer
+	}
+	seen := seenTask{queue: task.Queue, state: task.State, runAt: task.RunAt, written: written}
+	if task.Lease != nil {
+		seen.run = task.Lease.RunID
+	}
+	t.tasks[k] = seen
+}
+
+// AuditInsert fills in what the event stream needs of an event and the
+// action did not say: the task it was about (its target, when the
+// transaction wrote that task) or done under (the task whose lease run it
+// names, held for the write), that task's queue, and the state it was left
+// in when the transaction changed it. Every audited action passes here, so
+// none has to remember.
+func (t *watchedTx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
+	if e.TaskID == "" {
+		if _, ok := t.tasks[[2]string{e.Namespace, e.Target}]; ok {
+			e.TaskID = e.Target
+		} else if e.RunID != "" {
+			for k, seen := range t.tasks {
+				if k[0] == e.Namespace && seen.run == e.RunID {
+					e.TaskID = k[1]
+				}
+			}
+		}
+	}
+	if seen, ok := t.tasks[[2]string{e.Namespace, e.TaskID}]; ok && e.TaskID != "" {
+		if e.Queue == "" {
+			e.Queue = seen.queue
+		}
+		if e.State == "" && seen.written && e.TaskID == e.Target {
+			e.State = (&tessera.Task{State: seen.state, RunAt: seen.runAt}).VisibleState(e.Time)
+		}
+	}
+	return t.Tx.AuditInsert(ctx, e)
 }
 
 type runEnded struct{ ns, taskID, outcome string }
@@ -122,18 +183,27 @@ func (t *watchedTx) mark(ctx context.Context, ns string, err error) error {
 }
 
 func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	return t.mark(ctx, task.Namespace, t.Tx.TaskInsert(ctx, task))
+	err := t.Tx.TaskInsert(ctx, task)
+	if err == nil {
+		t.see(task, true)
+	}
+	return t.mark(ctx, task.Namespace, err)
 }
 
 func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
 	err := t.Tx.TaskUpdate(ctx, before, after)
 	if err == nil {
-		if t.tasks == nil {
-			t.tasks = map[[2]string]tessera.Task{}
-		}
-		t.tasks[[2]string{after.Namespace, after.ID}] = tessera.Task{Queue: after.Queue, State: after.State}
+		t.see(after, true)
 	}
 	return t.mark(ctx, before.Namespace, err)
+}
+
+func (t *watchedTx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error) {
+	task, err := t.Tx.TaskHold(ctx, ns, id)
+	if err == nil {
+		t.see(task, false)
+	}
+	return task, err
 }
 
 func (t *watchedTx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
@@ -146,7 +216,27 @@ func (t *watchedTx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error
 
 func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	task, err := t.Tx.TaskClaim(ctx, p)
+	if err == nil {
+		t.see(task, true)
+	}
 	return task, t.mark(ctx, p.Namespace, err)
+}
+
+func (t *watchedTx) TaskPurgeFinished(ctx context.Context, ns, queue string, states []string, limit int) (int, error) {
+	n, err := t.Tx.TaskPurgeFinished(ctx, ns, queue, states, limit)
+	return n, t.mark(ctx, ns, err)
+}
+
+// A queue's pause is a state change too: it drops the snapshot and wakes
+// the namespace's streams.
+func (t *watchedTx) QueuePause(ctx context.Context, p store.QueuePause) (bool, error) {
+	changed, err := t.Tx.QueuePause(ctx, p)
+	return changed, t.mark(ctx, p.Namespace, err)
+}
+
+func (t *watchedTx) QueueResume(ctx context.Context, ns, queue string) (bool, error) {
+	changed, err := t.Tx.QueueResume(ctx, ns, queue)
+	return changed, t.mark(ctx, ns, err)
 }
 
 func (t *watchedTx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {

@@ -314,6 +314,9 @@ type ListParams struct {
 	Label  string
 	Cursor string
 	Limit  int
+	// Title and the creation range search (console.go).
+	Title                       string
+	CreatedAfter, CreatedBefore *time.Time
 }
 
 // TaskPage is one page of tasks; NextCursor is empty on the last page.
@@ -338,8 +341,14 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 		now := s.clock.Now()
 		// One extra row tells whether another page follows; a page also
 		// ends once it carries store.PageBytes of briefs and payloads.
-		tasks, err := tx.TaskList(ctx, ns, store.TaskFilter{StateFilter: tessera.StoredFilter(p.State, now),
-			Queue: p.Queue, Label: p.Label, Before: before, Limit: limit + 1})
+		var tasks []tessera.Task
+		var err error
+		if sel := (Selection{Queue: p.Queue, State: p.State, Title: p.Title, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore}); sel.searches() {
+			tasks, err = searchTasks(ctx, tx, ns, &sel, p.Label, before, limit+1, now)
+		} else {
+			tasks, err = tx.TaskList(ctx, ns, store.TaskFilter{StateFilter: tessera.StoredFilter(p.State, now),
+				Queue: p.Queue, Label: p.Label, Before: before, Limit: limit + 1})
+		}
 		if err != nil {
 			return err
 		}
@@ -429,83 +438,90 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 		if task.Lease != nil {
 			ev.RunID = task.Lease.RunID
 		}
-		now := ev.Time
-		before := task.Copy()
-		invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, task.VisibleState(now))
-		var cancelRequested bool
-		switch change {
-		case ChangeCancel:
-			switch {
-			case tessera.Terminal(task.State):
-				return invalid
-			case task.State == tessera.StateLeased:
-				if task.CancelRequested {
-					return nil
-				}
-				// The holder learns of it and the task ends at its next
-				// heartbeat, submit or lapse (§1).
-				task.CancelRequested, cancelRequested = true, true
-			default:
-				task.State, task.FinishedAt = tessera.StateCanceled, &now
-			}
-		case ChangePause:
-			if task.State != tessera.StateReady {
-				return invalid
-			}
-			task.State = tessera.StatePaused
-		case ChangeResume:
-			if task.State != tessera.StatePaused {
-				return invalid
-			}
-			task.State = tessera.StateReady
-		case ChangeRetry:
-			if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
-				return invalid
-			}
-			task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
-			task.Error, task.Result, task.FinishedAt = "", nil, nil
-		default:
-			return errors.New("unknown task change " + string(change))
-		}
-		d, err := s.dependency(ctx, tx, task)
-		if err != nil {
-			return err
-		}
-		if change == ChangeRetry && d != nil {
-			// A task canceled by a parent's failure that is retried by hand
-			// runs anyway: only the parents not yet finished keep it waiting.
-			if d.CanceledBy != "" {
-				d.CanceledBy = ""
-				if err := tx.DependencyPut(ctx, ns, id, d); err != nil {
-					return err
-				}
-			}
-			if d.WaitingOn > 0 {
-				task.State = tessera.StateWaiting
-			}
-		}
-		task.UpdatedAt = now
-		if err := tx.TaskUpdate(ctx, before, task); err != nil {
-			return err
-		}
-		task.Dependency = d
-		if cancelRequested {
-			tx.Notify(ctx, taskTopic(ns, id))
-			return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
-		}
-		if change == ChangeRetry && dependents {
-			w := &store.DepWork{Namespace: ns, Parent: id, Kind: store.DepRewait}
-			if err := s.settleFrom(ctx, tx, w, task, now, &budget{left: settleBatch}); err != nil {
-				return err
-			}
-		}
-		return s.moved(ctx, tx, task, now, &budget{left: settleBatch})
+		return s.applyChange(ctx, tx, a, task, change, ev.Time, dependents, &budget{left: settleBatch})
 	})
 	if err != nil {
 		return nil, err
 	}
 	task.State = task.VisibleState(s.clock.Now())
 	return task, nil
+}
+
+// applyChange applies a producer's change to task, read in tx, written
+// over the version read. A retry with dependents makes the tasks this
+// one's failure canceled wait again (deps.go); settling children spends b.
+func (s *Service) applyChange(ctx context.Context, tx store.Tx, a *auth.Actor, task *tessera.Task, change TaskChange, now time.Time, dependents bool, b *budget) error {
+	ns, id := task.Namespace, task.ID
+	before := task.Copy()
+	invalid := tessera.Errorf(tessera.CodeInvalidState, "cannot %s a task that is %s", change, task.VisibleState(now))
+	var cancelRequested bool
+	switch change {
+	case ChangeCancel:
+		switch {
+		case tessera.Terminal(task.State):
+			return invalid
+		case task.State == tessera.StateLeased:
+			if task.CancelRequested {
+				return nil
+			}
+			// The holder learns of it and the task ends at its next
+			// heartbeat, submit or lapse (§1).
+			task.CancelRequested, cancelRequested = true, true
+		default:
+			task.State, task.FinishedAt = tessera.StateCanceled, &now
+		}
+	case ChangePause:
+		if task.State != tessera.StateReady {
+			return invalid
+		}
+		task.State = tessera.StatePaused
+	case ChangeResume:
+		if task.State != tessera.StatePaused {
+			return invalid
+		}
+		task.State = tessera.StateReady
+	case ChangeRetry:
+		if task.State != tessera.StateDead && task.State != tessera.StateCanceled {
+			return invalid
+		}
+		task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
+		task.Error, task.Result, task.FinishedAt = "", nil, nil
+	default:
+		return errors.New("unknown task change " + string(change))
+	}
+	d, err := s.dependency(ctx, tx, task)
+	if err != nil {
+		return err
+	}
+	if change == ChangeRetry && d != nil {
+		// A task canceled by a parent's failure that is retried by hand
+		// runs anyway: only the parents not yet finished keep it waiting.
+		if d.CanceledBy != "" {
+			d.CanceledBy = ""
+			if err := tx.DependencyPut(ctx, ns, id, d); err != nil {
+				return err
+			}
+		}
+		if d.WaitingOn > 0 {
+			task.State = tessera.StateWaiting
+		}
+	}
+	task.UpdatedAt = now
+	if err := tx.TaskUpdate(ctx, before, task); err != nil {
+		return err
+	}
+	task.Dependency = d
+	if cancelRequested {
+		tx.Notify(ctx, taskTopic(ns, id))
+		return tx.TaskEventAppend(ctx, ns, id, &tessera.TaskEvent{Kind: tessera.EventCancelRequested, By: a.Principal.ID, Time: now})
+	}
+	if change == ChangeRetry && dependents {
+		w := &store.DepWork{Namespace: ns, Parent: id, Kind: store.DepRewait}
+		if err := s.settleFrom(ctx, tx, w, task, now, b); err != nil {
+			return err
+		}
+	}
+	return s.moved(ctx, tx, task, now, b)
 }
 
 // AddNote appends a note for the task's lease holder. The producer side

@@ -21,6 +21,9 @@ func landingSummary(cfg Config) map[string]any {
 		"llms_txt":    cfg.PublicURL + "/llms.txt",
 		"agent_card":  cfg.PublicURL + "/.well-known/agent-card.json",
 		"mcp_url":     cfg.PublicURL + "/mcp",
+		"board_url":   cfg.PublicURL + "/board",
+		"console_url": cfg.PublicURL + "/console",
+		"events_url":  cfg.PublicURL + "/v1/events",
 		"try_it":      "POST " + cfg.PublicURL + "/v1/sessions (no key) for a demo key and practice tasks",
 	}
 }
@@ -184,7 +187,7 @@ code{padding:.1em .3em}pre{padding:.9rem 1rem;overflow-x:auto}
 a{color:#2d6f7a}.lede{font-size:1.15rem;color:#3b4660}nav a{margin-right:1rem}
 table{border-collapse:collapse}td,th{padding:.3rem .6rem;border-bottom:1px solid #dde;text-align:left;vertical-align:top}
 </style></head><body><main>
-<nav><a href="/">Tessera</a><a href="/connect">Connect</a><a href="/v1/openapi.json">OpenAPI</a><a href="/llms.txt">llms.txt</a></nav>
+<nav><a href="/">Tessera</a><a href="/connect">Connect</a><a href="/board">Board</a><a href="/console">Console</a><a href="/v1/openapi.json">OpenAPI</a><a href="/llms.txt">llms.txt</a></nav>
 {{.Body}}
 <p style="margin-top:3rem;color:#778">Tessera {{.Version}}</p>
 </main></body></html>
@@ -215,6 +218,11 @@ dead-lettered, where a person can look at it and retry it.</p>
 <li><strong>Safe retries</strong> — <code>Idempotency-Key</code> on enqueue and submit.</li>
 <li><strong>Scoped keys</strong> — <code>read</code>, <code>enqueue</code>, <code>claim</code>, <code>write</code>, per namespace.</li>
 </ul>
+<h2>Watch it</h2>
+<p><a href="/board">The board</a> shows the main namespace's public tasks and records as they change, with no key.
+<a href="/console">The console</a> is for operators: paste a key and see every queue and task it may see —
+depth, leases, throughput, each task's runs, errors and trail — retry, cancel, pause and purge, all live.
+Programs follow the same changes as Server-Sent Events at <code>`+u+`/v1/events</code>.</p>
 <h2>Start here</h2>
 <p>Try it with no key: <code>curl -s -X POST `+u+`/v1/sessions</code> gives you a demo key and practice tasks.
 Read <a href="/connect">the connect guide</a> for a curl walk-through, or hand your agent

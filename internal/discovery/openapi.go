@@ -52,6 +52,9 @@ type Route struct {
 	// Ranges marks a raw response served with Range (206, 416) and
 	// conditional requests (304).
 	Ranges bool
+	// Cached marks a response served with an ETag, answered 304 to a
+	// matching If-None-Match.
+	Cached bool
 	// JSONRPC marks a JSON-RPC transport (MCP, SPEC §11): In and Out are
 	// one message, and the body and its answer may be a batch of them; a
 	// body of notifications only is answered 202 with none; a 400 may be
@@ -426,6 +429,17 @@ func operation(sc *schemas, r Route, path string, namespaced bool, errRef map[st
 	}
 	for code, desc := range errorStatuses {
 		responses[code] = map[string]any{"description": desc, "content": errContent}
+	}
+	if r.Cached {
+		responses["304"] = map[string]any{"description": "not modified (If-None-Match)"}
+	}
+	if r.HTML {
+		// A browser refused for want of a key gets a page saying what to
+		// do instead of the JSON error.
+		for _, code := range []string{"401", "403"} {
+			responses[code] = map[string]any{"description": errorStatuses[code] + "; a page for a browser (Accept: text/html)",
+				"content": map[string]any{"application/json": errContent["application/json"], "text/html": map[string]any{"schema": map[string]any{"type": "string"}}}}
+		}
 	}
 	if r.JSONRPC {
 		msg := sc.of(r.In)

@@ -28,9 +28,12 @@ type boardPage struct {
 	*core.Board
 	Refresh int
 	Prefix  string // "/ns/{ns}" or ""
-	Groups  []boardGroup
-	Shown   int
-	Total   int
+	// Live marks main's board, which follows the public event stream
+	// (the script needs no key); another namespace's reloads itself.
+	Live   bool
+	Groups []boardGroup
+	Shown  int
+	Total  int
 }
 
 type boardGroup struct {
@@ -39,7 +42,7 @@ type boardGroup struct {
 }
 
 func (s *Server) writeBoardPage(w http.ResponseWriter, ns string, b *core.Board) error {
-	p := boardPage{Board: b, Refresh: boardRefresh, Prefix: ops.NamespacePrefix(ns)}
+	p := boardPage{Board: b, Refresh: boardRefresh, Prefix: ops.NamespacePrefix(ns), Live: ns == tessera.MainNamespace}
 	for _, st := range boardStates {
 		if ts := b.Tasks[st]; len(ts) > 0 {
 			p.Groups = append(p.Groups, boardGroup{State: st, Tasks: ts})
@@ -56,8 +59,9 @@ func (s *Server) writeBoardPage(w http.ResponseWriter, ns string, b *core.Board)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	// No script runs here, and nothing loads from elsewhere.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
+	// Only the board's own script runs here (it follows the public
+	// event stream), and nothing loads from elsewhere.
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	_, err := buf.WriteTo(w)
@@ -65,14 +69,10 @@ func (s *Server) writeBoardPage(w http.ResponseWriter, ns string, b *core.Board)
 }
 
 var boardFuncs = template.FuncMap{
-	// pretty indents a JSON value for reading.
-	"pretty": func(v json.RawMessage) string {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, v, "", "  "); err != nil {
-			return string(v)
-		}
-		return buf.String()
-	},
+	// pretty is a JSON value as text for reading (text.go).
+	"pretty": func(v json.RawMessage) template.HTML { return shown(jsonText(v)) },
+	// shown is free text with its bidi controls shown, not obeyed.
+	"shown": shown,
 	// ago says how long before the snapshot t was, or how long after.
 	"ago": func(t, now time.Time) string {
 		d := now.Sub(t)
@@ -125,7 +125,12 @@ func roughly(d time.Duration) string {
 var boardTmpl = template.Must(template.New("board").Funcs(boardFuncs).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+{{- if .Live}}
+<noscript><meta http-equiv="refresh" content="{{.Refresh}}"></noscript>
+<script src="/console/board.js" defer></script>
+{{- else}}
 <meta http-equiv="refresh" content="{{.Refresh}}">
+{{- end}}
 <title>Board · {{.Namespace}} · Tessera</title>
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <style>
@@ -159,6 +164,8 @@ td.zero{color:#b8bdc9}
 .task.leased{border-left-color:var(--leased)}.task.ready{border-left-color:var(--ready)}.task.scheduled{border-left-color:var(--scheduled)}
 .task.paused{border-left-color:var(--paused)}.task.succeeded{border-left-color:var(--succeeded)}.task.dead{border-left-color:var(--dead)}.task.canceled{border-left-color:var(--canceled)}
 .task .title{font-weight:600;overflow-wrap:anywhere}
+bdi{unicode-bidi:isolate}
+.bidi{font:600 .75em ui-monospace,Menlo,monospace;color:#b5473a;border:1px dashed #b5473a;border-radius:3px;padding:0 .2em;margin:0 .1em}
 .meta{color:var(--soft);font-size:.85rem}
 .meta code,.key{font:.85rem ui-monospace,SFMono-Regular,Menlo,monospace}
 .bucket{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.3rem 1rem .8rem;margin-bottom:1rem}
@@ -173,7 +180,7 @@ a{color:var(--leased)}
 </style></head><body><main>
 <header>
 <h1>Tessera board</h1><span class="ns">{{.Namespace}}</span>
-<span class="asof">as of <time datetime="{{iso .Time}}">{{utc .Time}}</time> · reloads every {{.Refresh}} s</span>
+<span class="asof">as of <time datetime="{{iso .Time}}">{{utc .Time}}</time> · <span id="freshness">reloads every {{.Refresh}} s</span></span>
 </header>
 
 <section class="tiles" aria-label="Public tasks by state">
@@ -208,7 +215,7 @@ a{color:var(--leased)}
 <h3><i class="dot s-{{.State}}"></i>{{.State}} <span class="n">· {{len .Tasks}}</span></h3>
 <ul class="tasks">
 {{- range .Tasks}}
-<li class="task {{.State}}"><div class="title">{{.Title}}</div>
+<li class="task {{.State}}" data-task="{{.ID}}"><div class="title"><bdi>{{shown .Title}}</bdi></div>
 <div class="meta">queue <code>{{.Queue}}</code> · priority {{.Priority}} · <code title="{{.ID}}">{{short .ID}}</code> ·
 {{- if eq .State "scheduled"}} runs {{ago .RunAt $now}}{{else}} updated {{ago .UpdatedAt $now}}{{end}}</div></li>
 {{- end}}
@@ -235,7 +242,7 @@ a{color:var(--leased)}
 
 <footer>
 The same as JSON: <a href="{{.Prefix}}/v1/health">health</a> · <a href="{{.Prefix}}/v1/public/activity">activity of the last 24 h</a> ·
-this page with <code>Accept: application/json</code>. <a href="/">What is Tessera?</a>
+this page with <code>Accept: application/json</code>. With a key: <a href="/console">the console</a>. <a href="/">What is Tessera?</a>
 </footer>
 </main></body></html>
 `))

@@ -68,8 +68,10 @@ func (c *contract) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &captureWriter{ResponseWriter: w, body: capture{complete: true}}
 	c.next.ServeHTTP(out, r)
-	if r.Context().Err() != nil {
-		return // the client went away: no answer reached it to hold
+	// A client that went away got no answer to hold, unless the answer
+	// was an event stream: that ends only when its client goes.
+	if r.Context().Err() != nil && w.Header().Get("Content-Type") != "text/event-stream" {
+		return
 	}
 	status := out.status
 	if status == 0 {

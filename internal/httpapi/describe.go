@@ -22,6 +22,9 @@ func (s *Server) Describe() []discovery.Route {
 			// Blob bytes: any media type, Range and If-None-Match.
 			d.Out, d.RawResponse, d.RawType, d.Ranges = nil, true, "*/*", true
 		}
+		if o.HTTP.Stream {
+			d.Out, d.RawResponse, d.RawType = nil, true, "text/event-stream"
+		}
 		out = append(out, d)
 	}
 	auth := "admin"
@@ -34,7 +37,7 @@ func (s *Server) Describe() []discovery.Route {
 	for _, p := range discovery.Paths {
 		out = append(out, discovery.Route{Method: http.MethodGet, Path: p, Summary: "Discovery document", Auth: "public"})
 	}
-	return out
+	return append(out, consoleRoutes()...)
 }
 
 // mcpMessage is a JSON-RPC message, for the API description; its shape
@@ -57,7 +60,7 @@ func (s *Server) discoveryConfig(cfg Config) discovery.Config {
 			LeaseMin: lease.Min(), LeaseMax: lease.Max(), LeaseDefault: int64(lease.DefaultValue().(int))},
 		PublicURL: cfg.PublicURL, Version: cfg.Version,
 		MaxBodyBytes: MaxBodyBytes, MaxBlobBytes: int(s.core.MaxBlobBytes()),
-		ClaimRate:    c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,
+		ClaimRate: c.ClaimRate, ClaimBurst: c.ClaimBurst, ClaimConcurrency: c.ClaimConcurrency,
 		MCP: s.mcp.Docs(),
 		Sessions: discovery.Sessions{PerAddressPerHour: c.Sessions.PerAddress, PerHour: c.Sessions.PerHour,
 			Requests: c.Sessions.Requests, BodyBytes: core.AnonymousBodyBytes, LifetimeHours: int(core.SessionLifetime.Hours())},

@@ -168,17 +168,7 @@ func (s *testServer) do(method, path, key string, body any, headers ...string) *
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, s.URL+path, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(s.request(context.Background(), method, path, key, rd, headers...))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -188,6 +178,23 @@ func (s *testServer) do(method, path, key string, body any, headers ...string) *
 		s.t.Fatal(err)
 	}
 	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// request makes a request of the server with key (none for "") and
+// headers, name, value pairs.
+func (s *testServer) request(ctx context.Context, method, path, key string, body io.Reader, headers ...string) *http.Request {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req
 }
 
 // must sends a request and fails the test unless it answers want.

@@ -48,6 +48,17 @@ func (s *Server) opHandler(o *ops.Op, namespaced bool) http.HandlerFunc {
 		if o.HTTP.RawBody {
 			req.Body = uploadBody{r}
 		}
+		if o.HTTP.Stream {
+			sink := newSSESink(w)
+			defer sink.done()
+			req.Events = sink
+			if res := s.exec.Do(r.Context(), o, req); res.Err != nil && sink.opened {
+				sink.Fault(res.Err, res.Status) // too late for a status
+			} else {
+				s.answer(w, r, o, res)
+			}
+			return
+		}
 		s.answer(w, r, o, s.exec.Do(r.Context(), o, req))
 	}
 }
@@ -83,26 +94,41 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, o *ops.Op, in any,
 			return err
 		}
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodDelete:
+	switch {
+	case o.HTTP.Stream:
+		// A body means nothing here, but it is read: net/http notices a
+		// client gone only by reading its connection, which it starts
+		// once the body is in, and a stream otherwise runs until a write
+		// fails.
+		_, err := readBody(r)
+		return err
+	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete:
 		return nil // a body there means nothing, and is not read
-	}
-	if o.HTTP.RawBody {
+	case o.HTTP.RawBody:
 		return nil
 	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return input.Decode(body, in, input.Options{})
+}
+
+// readBody reads a request's body, under its limit and the edge's pace.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		var cut *tessera.Error // the edge's read deadline (edge.go)
 		switch {
 		case errors.As(err, &mbe):
-			return tessera.Errorf(tessera.CodePayloadTooLarge, "the request body is over %d bytes", mbe.Limit)
+			return nil, tessera.Errorf(tessera.CodePayloadTooLarge, "the request body is over %d bytes", mbe.Limit)
 		case errors.As(err, &cut):
-			return cut
+			return nil, cut
 		}
-		return tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body")
+		return nil, tessera.Errorf(tessera.CodeInvalidRequest, "could not read the request body")
 	}
-	return input.Decode(body, in, input.Options{})
+	return body, nil
 }
 
 // setParam sets a field from its text in a path, query or header.
@@ -140,6 +166,10 @@ func setParam(v reflect.Value, f *input.Field, raw string) error {
 // answer encodes what a call came to.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, o *ops.Op, res *ops.Result) {
 	if res.Err != nil {
+		if o.HTTP.HTML && (res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden) && wantsPage(r) {
+			s.writeKeyPage(w, r.PathValue("namespace"), res.Err, res.Status)
+			return
+		}
 		writeFault(w, renameHeaderField(o, res.Err), res.Status)
 		return
 	}
@@ -162,6 +192,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, o *ops.Op, res *
 		}
 	}
 	switch {
+	case o.HTTP.Stream:
+		// The stream has written itself, and ended.
 	case o.Out == nil:
 		w.WriteHeader(res.Status)
 	case o.HTTP.RawResponse:

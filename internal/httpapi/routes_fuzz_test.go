@@ -370,7 +370,14 @@ func (fx *routeFixture) exchange(t *testing.T, route string, flags uint16, args,
 		}
 		t.Fatalf("%s: %v (body %q)", target, err, body)
 	}
-	got, err := io.ReadAll(res.Body)
+	var got []byte
+	if res.StatusCode == http.StatusOK && res.Header.Get("Content-Type") == "text/event-stream" {
+		// An event stream does not end: its opening is read, then the
+		// client goes away, which ends it.
+		got, err = readOpening(res.Body)
+	} else {
+		got, err = io.ReadAll(res.Body)
+	}
 	res.Body.Close()
 	if err != nil {
 		t.Fatalf("%s: reading the answer: %v", target, err)
@@ -651,6 +658,20 @@ var statusOfCode = map[string]int{
 
 // checkAnswer returns what is wrong with the answer to a request of
 // method on pattern, "" if nothing.
+// readOpening reads an event stream up to the end of its first message.
+func readOpening(body io.Reader) ([]byte, error) {
+	var got []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(got, []byte("\n\n")) {
+		n, err := body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return got, err
+		}
+	}
+	return got, nil
+}
+
 func checkAnswer(method, pattern string, r *response) string {
 	_, tmpl, _ := strings.Cut(pattern, " ")
 	api := strings.HasPrefix(tmpl, "/v1/") || strings.HasPrefix(tmpl, "/ns/{namespace}/v1/")
@@ -663,6 +684,12 @@ func checkAnswer(method, pattern string, r *response) string {
 		return "a redirect"
 	case r.Status < 400:
 		raw := strings.HasSuffix(tmpl, "/blobs/{sha256}") && method == "GET"
+		if strings.HasSuffix(tmpl, "/v1/events") && method == "GET" && r.Status == http.StatusOK {
+			if ctype != "text/event-stream" || !bytes.HasPrefix(r.Body, []byte("retry: ")) {
+				return "an event stream that does not open as one"
+			}
+			return ""
+		}
 		if api && hasBody && !raw {
 			if !strings.HasPrefix(ctype, "application/json") {
 				return "a /v1 answer that is not JSON"

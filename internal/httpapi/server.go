@@ -103,6 +103,7 @@ func New(svc *core.Service, log *slog.Logger, cfg Config) (*Server, error) {
 	}
 	s.registerOps()
 	s.mountMCP()
+	s.mountConsole()
 	docs, err := discovery.New(s.discoveryConfig(cfg), s.Describe(), ErrorBody{})
 	if err != nil {
 		return nil, err

@@ -35,3 +35,14 @@ func New(now time.Time) string {
 	}
 	return id.String()
 }
+
+// Parse reads a ULID in any letter case: its canonical form (upper case,
+// as New makes them and the store orders them) and the time it encodes.
+// ok is false for anything that is not one.
+func Parse(id string) (canonical string, made time.Time, ok bool) {
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return u.String(), ulid.Time(u.Time()).UTC(), true
+}

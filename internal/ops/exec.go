@@ -59,6 +59,8 @@ type Request struct {
 	// Budget, when set, is the long-poll time the calls of one request
 	// share (an MCP batch).
 	Budget *Budget
+	// Events is where a Stream route's events go.
+	Events core.EventSink
 }
 
 // Result is what a call came to.
@@ -82,7 +84,7 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	start := time.Now()
 	ctx, usage := meter.WithUsage(ctx)
 	res := &Result{}
-	c := &Call{NS: r.NS, Body: r.Body, Transport: r.Transport, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
+	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
 	err := x.run(ctx, op, r, c, res)
 	elapsed := time.Since(start)
 	if err == nil {

@@ -70,6 +70,9 @@ type Route struct {
 	// RawBody routes take their body as bytes (Call.Body); RawResponse
 	// routes answer bytes (a *Blob), HTML routes a page for browsers.
 	RawBody, RawResponse, HTML bool
+	// Stream routes answer Server-Sent Events, written by the operation
+	// as they come (Call.Events); Out is one event's data.
+	Stream bool
 }
 
 // Tool is an operation's MCP tool.
@@ -107,6 +110,8 @@ type Call struct {
 	NS    string
 	// Body is the request's bytes on a RawBody route.
 	Body io.Reader
+	// Events is where a Stream route writes.
+	Events core.EventSink
 	// Transport is "http" or "mcp".
 	Transport string
 	core      *core.Service
@@ -162,7 +167,7 @@ var (
 // init builds the table: some operations describe the table itself
 // (explain_access_modes), which a variable's initializer may not.
 func init() {
-	Table = slices.Concat(accessOps, taskOps, claimOps, recordOps, blobOps, auditOps, adminOps, publicOps)
+	Table = slices.Concat(accessOps, taskOps, claimOps, consoleOps, recordOps, blobOps, auditOps, adminOps, publicOps)
 	byName = index(func(o *Op) string { return o.Name })
 	byTool = index(func(o *Op) string {
 		if o.Tool == nil {

@@ -63,17 +63,24 @@ type enqueueBatchIn struct {
 }
 
 type listTasksIn struct {
-	State string `json:"state,omitempty" in:"query"`
-	Queue string `json:"queue,omitempty" in:"query"`
-	Label string `json:"label,omitempty" in:"query"`
+	State         string     `json:"state,omitempty" in:"query"`
+	Queue         string     `json:"queue,omitempty" in:"query"`
+	Label         string     `json:"label,omitempty" in:"query"`
+	Title         string     `json:"title,omitempty" in:"query"`
+	CreatedAfter  *time.Time `json:"created_after,omitempty" in:"query"`
+	CreatedBefore *time.Time `json:"created_before,omitempty" in:"query"`
 	page
 }
 
 func (listTasksIn) Bounds() input.Bounds {
+	sel := core.Selection{}.Bounds()
 	return input.Bounds{
-		"state": input.Enum(tessera.States...).Doc("only tasks in this state"),
-		"queue": input.Match(input.NameFormat).Doc("only tasks of this queue"),
-		"label": input.Match(input.NameFormat).Doc("only tasks with this label"),
+		"state":          sel["state"],
+		"queue":          sel["queue"],
+		"label":          input.Match(input.NameFormat).Doc("only tasks with this label"),
+		"title":          sel["title"],
+		"created_after":  sel["created_after"],
+		"created_before": sel["created_before"],
 	}
 }
 
@@ -125,11 +132,13 @@ var taskOps = []*Op{
 			return c.core.EnqueueBatch(ctx, c.Actor, c.NS, in.Tasks, in.IdempotencyKey)
 		}),
 	op(Op{Name: core.ActTaskList, Summary: "List tasks, newest first",
-		Description: "List tasks newest first, optionally only one state, queue or label. Pass next_cursor back as cursor for the next page.",
-		HTTP:        &Route{Method: "GET", Path: "/v1/tasks", Namespaced: true},
-		Tool:        &Tool{Name: "list_tasks", Title: "List tasks", ReadOnly: true}},
+		Description: "List tasks newest first, optionally only one state, queue or label, with text in the title, or made within created_after and created_before. " +
+			"Pass next_cursor back as cursor for the next page.",
+		HTTP: &Route{Method: "GET", Path: "/v1/tasks", Namespaced: true},
+		Tool: &Tool{Name: "list_tasks", Title: "List tasks", ReadOnly: true}},
 		func(ctx context.Context, c *Call, in *listTasksIn) (*core.TaskPage, error) {
-			return c.core.ListTasks(ctx, c.Actor, c.NS, core.ListParams{State: in.State, Queue: in.Queue, Label: in.Label, Cursor: in.Cursor, Limit: in.limit()})
+			return c.core.ListTasks(ctx, c.Actor, c.NS, core.ListParams{State: in.State, Queue: in.Queue, Label: in.Label, Cursor: in.Cursor, Limit: in.limit(),
+				Title: in.Title, CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore})
 		}),
 	op(Op{Name: core.ActTaskGet, Summary: "A task with its runs",
 		Description: "Read one task by task_id, with its runs (one per claim: holder, attempt, start and end, outcome, error).",
@@ -223,7 +232,7 @@ var claimOps = []*Op{
 			"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
 			"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds to wait for work to arrive.",
 		HTTP: &Route{Method: "POST", Path: "/v1/claims", Namespaced: true, Empty: emptyClaim,
-			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?)"},
+			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?); Tessera-Queue-Paused: true says the queue is paused"},
 		Tool: &Tool{Name: "claim_task", Title: "Claim the next task"}},
 		func(ctx context.Context, c *Call, in *core.ClaimParams) (*core.Claimed, error) {
 			p := *in
@@ -263,8 +272,12 @@ var claimOps = []*Op{
 		}),
 }
 
-// QueueKnownHeader carries an empty claim's queue_known.
-const QueueKnownHeader = "Tessera-Queue-Known"
+// QueueKnownHeader carries an empty claim's queue_known, and
+// QueuePausedHeader its queue_paused.
+const (
+	QueueKnownHeader  = "Tessera-Queue-Known"
+	QueuePausedHeader = "Tessera-Queue-Paused"
+)
 
 // emptyClaim answers a claim that found nothing with 204 and its hints:
 // Retry-After, and whether the queue ever had a task (a typo's tell).
@@ -276,6 +289,9 @@ func emptyClaim(out any) (http.Header, bool) {
 	h := http.Header{"Retry-After": {strconv.Itoa(c.RetryAfter)}}
 	if c.QueueKnown != nil {
 		h.Set(QueueKnownHeader, strconv.FormatBool(*c.QueueKnown))
+	}
+	if c.QueuePaused {
+		h.Set(QueuePausedHeader, "true")
 	}
 	return h, true
 }

@@ -80,6 +80,7 @@ type Tx interface {
 	PublicTx
 	SessionTx
 	DepTx
+	ConsoleTx
 
 	// Notify queues topic for every node's listener (Store.Listen), to be
 	// delivered once this transaction commits; a rolled-back transaction

@@ -13,8 +13,15 @@ type AuditEvent struct {
 	Action      string    `json:"action"`
 	Target      string    `json:"target"`
 	RunID       string    `json:"run_id,omitempty"`
-	Status      int       `json:"status"`
-	IPHash      string    `json:"ip_hash"`
+	// TaskID is the task the action was about or was done under (a
+	// record written under its lease), Queue that task's queue, and
+	// State the state the action left it in (none when it did not change
+	// it): what the live event stream tells without reading the task.
+	TaskID string `json:"task_id,omitempty"`
+	Queue  string `json:"queue,omitempty"`
+	State  string `json:"state,omitempty"`
+	Status int    `json:"status"`
+	IPHash string `json:"ip_hash"`
 	// Public marks an event about public work, shown on the activity feed.
 	Public bool `json:"-"`
 }

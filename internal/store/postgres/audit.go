@@ -11,12 +11,14 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, coalesce(run_id, ''), status, ip_hash, public`
+const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, coalesce(run_id, ''), status, ip_hash, public,
+ coalesce(task_id, ''), coalesce(queue, ''), coalesce(state, '')`
 
 func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
-	_, err := t.exec(ctx, `INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public)
- VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		e.Namespace, e.ID, ms(e.Time), e.PrincipalID, e.KeyID, e.Action, e.Target, nullable(e.RunID), e.Status, e.IPHash, e.Public)
+	_, err := t.exec(ctx, `INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
+ task_id, queue, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		e.Namespace, e.ID, ms(e.Time), e.PrincipalID, e.KeyID, e.Action, e.Target, nullable(e.RunID), e.Status, e.IPHash, e.Public,
+		nullable(e.TaskID), nullable(e.Queue), nullable(e.State))
 	return err
 }
 
@@ -29,7 +31,8 @@ func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.Au
 	err := t.query(ctx, sqlschema.Numbered1(sql), args, func(rows pgx.Rows) error {
 		var e tessera.AuditEvent
 		var at int64
-		if err := rows.Scan(&e.Namespace, &e.ID, &at, &e.PrincipalID, &e.KeyID, &e.Action, &e.Target, &e.RunID, &e.Status, &e.IPHash, &e.Public); err != nil {
+		if err := rows.Scan(&e.Namespace, &e.ID, &at, &e.PrincipalID, &e.KeyID, &e.Action, &e.Target, &e.RunID, &e.Status, &e.IPHash, &e.Public,
+			&e.TaskID, &e.Queue, &e.State); err != nil {
 			return err
 		}
 		e.Time = fromMS(at)

@@ -280,20 +280,29 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
+	if err := t.tasksDelete(ctx, nss, ids); err != nil {
+		return 0, err
+	}
+	return len(ids), nil
+}
+
+// tasksDelete deletes the tasks (nss[i], ids[i]) with their runs, events
+// and dependency rows; they are finished, so their children were settled
+// when they finished.
+func (t *tx) tasksDelete(ctx context.Context, nss, ids []string) error {
 	for _, sql := range []string{
 		`DELETE FROM task_events WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM runs WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
-		// A finished task's children were settled when it finished.
 		`DELETE FROM task_edges WHERE (namespace, parent_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_dependencies WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_checkpoints WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM tasks WHERE (namespace, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 	} {
 		if _, err := t.exec(ctx, sql, nss, ids); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return len(ids), nil
+	return nil
 }
 
 const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, coalesce(outcome, ''), coalesce(error, '')`

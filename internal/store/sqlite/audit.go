@@ -13,15 +13,12 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public`
+const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public, task_id, queue, state`
 
 func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
-	var run any
-	if e.RunID != "" {
-		run = e.RunID
-	}
-	_, err := t.c.exec(ctx, `INSERT INTO audit_events (`+auditEventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Namespace, e.ID, e.Time, e.PrincipalID, e.KeyID, e.Action, e.Target, run, e.Status, e.IPHash, e.Public)
+	_, err := t.c.exec(ctx, `INSERT INTO audit_events (`+auditEventCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Namespace, e.ID, e.Time, e.PrincipalID, e.KeyID, e.Action, e.Target, nullText(e.RunID), e.Status, e.IPHash, e.Public,
+		nullText(e.TaskID), nullText(e.Queue), nullText(e.State))
 	return err
 }
 
@@ -36,6 +33,7 @@ func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.Au
 			Namespace: s.ColumnText(0), ID: s.ColumnText(1), Time: colTime(s, 2), PrincipalID: s.ColumnText(3),
 			KeyID: s.ColumnText(4), Action: s.ColumnText(5), Target: s.ColumnText(6), RunID: s.ColumnText(7),
 			Status: s.ColumnInt(8), IPHash: s.ColumnText(9), Public: s.ColumnBool(10),
+			TaskID: s.ColumnText(11), Queue: s.ColumnText(12), State: s.ColumnText(13),
 		})
 		return nil
 	})

@@ -203,18 +203,8 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 		return 0, err
 	}
 	for _, k := range keys {
-		for _, sql := range []string{
-			`DELETE FROM task_events WHERE namespace = ? AND task_id = ?`,
-			`DELETE FROM runs WHERE namespace = ? AND task_id = ?`,
-			// A finished task's children were settled when it finished.
-			`DELETE FROM task_edges WHERE namespace = ? AND parent_id = ?`,
-			`DELETE FROM task_dependencies WHERE namespace = ? AND task_id = ?`,
-			`DELETE FROM task_checkpoints WHERE namespace = ? AND task_id = ?`,
-			`DELETE FROM tasks WHERE namespace = ? AND id = ?`,
-		} {
-			if _, err := t.c.exec(ctx, sql, k.ns, k.id); err != nil {
-				return 0, err
-			}
+		if err := t.taskDelete(ctx, k.ns, k.id); err != nil {
+			return 0, err
 		}
 	}
 	return len(keys), nil

@@ -146,6 +146,7 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"uploads", "namespace, id"},
 	{"namespace_settings", "namespace"},
 	{"idempotency", "namespace, principal_id, route, key"},
+	{"queue_pauses", "namespace, queue"},
 }
 
 // Exec runs one statement written with ? placeholders and says how many

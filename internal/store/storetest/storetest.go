@@ -23,4 +23,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
 	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("deps", func(t *testing.T) { testDeps(t, open) })
+	t.Run("console", func(t *testing.T) { testConsole(t, open) })
 }

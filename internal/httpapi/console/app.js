@@ -1,0 +1,903 @@
+// The Tessera console. It holds no data of its own: every read and action
+// is a call of the JSON API with the key the operator pasted, kept in this
+// tab's sessionStorage and sent as a bearer header (never a cookie), so
+// the server checks each one as it checks any client's. The page follows
+// the namespace's live event stream (GET /v1/events) with fetch(), which
+// can send the header where EventSource cannot.
+//
+// Everything shown is built as DOM nodes with text content: no markup is
+// ever made from data. Bidirectional control characters in free text are
+// shown as marked escapes instead of being obeyed.
+"use strict";
+(() => {
+  const KEY = "tessera.key";
+  const STATES = ["ready", "scheduled", "leased", "paused", "succeeded", "dead", "canceled"];
+  const app = document.getElementById("app");
+
+  // ---- DOM ----------------------------------------------------------
+
+  // el builds an element: attrs sets attributes (on* keys are listeners),
+  // children are nodes or strings (text, never markup).
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else if (name === "class") node.className = value;
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    append(node, children);
+    return node;
+  }
+
+  function append(node, children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  // A bidi control: an embedding, override or isolate (U+202A–U+202E,
+  // U+2066–U+2069).
+  const BIDI = /[\u202A-\u202E\u2066-\u2069]/g;
+
+  // text is s as nodes: its bidi controls as marked escapes.
+  function text(s) {
+    s = String(s ?? "");
+    const frag = document.createDocumentFragment();
+    let last = 0;
+    for (const m of s.matchAll(BIDI)) {
+      frag.append(document.createTextNode(s.slice(last, m.index)));
+      const code = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      frag.append(el("span", {class: "bidi", title: "a bidirectional control character, shown instead of obeyed"}, "\\u" + code));
+      last = m.index + m[0].length;
+    }
+    frag.append(document.createTextNode(s.slice(last)));
+    return frag;
+  }
+
+  // isolated is free text (a title) set apart from what surrounds it.
+  function isolated(s, cls) {
+    return el("bdi", {class: cls}, text(s));
+  }
+
+  function stateBadge(state) {
+    return el("span", {class: "state s-" + state, "data-state": state}, state);
+  }
+
+  function ago(iso) {
+    if (!iso) return "—";
+    const ms = Date.now() - Date.parse(iso);
+    const future = ms < 0;
+    const s = Math.abs(ms) / 1000;
+    const said = s < 1 ? "now" : s < 60 ? Math.round(s) + " s" : s < 3600 ? Math.round(s / 60) + " min" :
+      s < 172800 ? Math.round(s / 3600) + " h" : Math.round(s / 86400) + " days";
+    if (said === "now") return "just now";
+    return future ? "in " + said : said + " ago";
+  }
+
+  function when(iso) {
+    return iso ? el("time", {datetime: iso, title: iso}, ago(iso)) : "—";
+  }
+
+  function short(id) {
+    return el("code", {title: id}, id && id.length > 10 ? "…" + id.slice(-8) : id);
+  }
+
+  function seconds(v) {
+    if (v === null || v === undefined) return "—";
+    return v < 60 ? Math.round(v) + " s" : v < 3600 ? Math.round(v / 60) + " min" : (v / 3600).toFixed(1) + " h";
+  }
+
+  // ---- the API ------------------------------------------------------
+
+  let key = sessionStorage.getItem(KEY);
+  let me = null;
+
+  class APIError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function nsPath(ns, path) {
+    return (ns && ns !== "main" ? "/ns/" + encodeURIComponent(ns) : "") + path;
+  }
+
+  function query(params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+    const s = q.toString();
+    return s ? "?" + s : "";
+  }
+
+  async function api(method, path, body) {
+    const headers = {Authorization: "Bearer " + key, Accept: "application/json"};
+    const init = {method, headers, credentials: "omit", cache: "no-store"};
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    if (res.status === 204) return null;
+    const data = await res.json().catch(() => null);
+    if (!res.ok) {
+      const e = data && data.error;
+      throw new APIError(res.status, e ? e.code : "internal", e ? e.message : res.status + " " + res.statusText);
+    }
+    return data;
+  }
+
+  // can says whether the key may do action (read, enqueue, …) in ns; the
+  // server checks again whatever this says.
+  function can(action, ns) {
+    if (!me) return false;
+    const scopes = me.scopes || [];
+    if (scopes.includes("admin")) return true;
+    const grant = scopes.includes("namespace:*") || scopes.includes("namespace:" + ns);
+    return grant && scopes.includes(action);
+  }
+  const isAdmin = () => !!me && (me.scopes || []).includes("admin");
+
+  // ---- messages -----------------------------------------------------
+
+  let flash = null; // {kind, text} shown at the top of the next view
+
+  function alertBox(err) {
+    const msg = err instanceof APIError ? err.message + " (" + err.status + " " + err.code + ")" : String(err && err.message || err);
+    return el("div", {class: "alert", role: "alert"}, msg);
+  }
+
+  function say(kind, message) {
+    const box = el("div", {class: kind === "error" ? "alert" : "notice", role: kind === "error" ? "alert" : "status"}, message);
+    const content = document.querySelector(".content");
+    if (content) content.prepend(box);
+    return box;
+  }
+
+  // ---- the event stream ---------------------------------------------
+
+  // stream follows one namespace's events; view.onEvent hears them.
+  const stream = {ns: null, ctrl: null, last: null, live: false, wait: 1000};
+
+  function follow(ns) {
+    if (stream.ns === ns && stream.ctrl) return;
+    if (stream.ctrl) stream.ctrl.abort();
+    stream.ns = ns;
+    stream.last = null;
+    stream.ctrl = new AbortController();
+    run(ns, stream.ctrl.signal);
+  }
+
+  function setLive(on) {
+    stream.live = on;
+    const dot = document.querySelector(".live");
+    if (dot) {
+      dot.classList.toggle("on", on);
+      dot.title = on ? "following the namespace's events" : "not connected to the event stream";
+      dot.lastChild.textContent = on ? "live" : "offline";
+    }
+  }
+
+  async function run(ns, signal) {
+    while (!signal.aborted) {
+      try {
+        const headers = {Authorization: "Bearer " + key, Accept: "text/event-stream"};
+        if (stream.last) headers["Last-Event-ID"] = stream.last;
+        const res = await fetch(nsPath(ns, "/v1/events"), {headers, signal, credentials: "omit", cache: "no-store"});
+        if (!res.ok) {
+          const data = await res.json().catch(() => null);
+          if (res.status === 401 || res.status === 403) {
+            setLive(false);
+            return; // the views say why when they read
+          }
+          throw new Error(data && data.error ? data.error.message : String(res.status));
+        }
+        setLive(true);
+        stream.wait = 1000;
+        await readEvents(res.body, signal);
+      } catch (e) {
+        if (signal.aborted) return;
+      }
+      setLive(false);
+      await new Promise((resolve) => setTimeout(resolve, stream.wait));
+      stream.wait = Math.min(stream.wait * 2, 30000);
+    }
+  }
+
+  async function readEvents(body, signal) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    while (!signal.aborted) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      buf += value;
+      let end;
+      while ((end = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        dispatch(block);
+      }
+    }
+  }
+
+  function dispatch(block) {
+    let id = null, kind = "message", data = "";
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+      if (field === "id") id = value;
+      else if (field === "event") kind = value;
+      else if (field === "data") data += (data ? "\n" : "") + value;
+    }
+    if (!data) return;
+    if (id) stream.last = id;
+    let ev;
+    try {
+      ev = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (kind === "gap") ev = {kind: "gap", gap: ev};
+    if (kind === "error") return;
+    if (view && view.onEvent) view.onEvent(ev);
+  }
+
+  // ---- routing ------------------------------------------------------
+
+  let view = null; // the view on screen: {onEvent}
+  let timers = [];
+
+  function route() {
+    const hash = location.hash.replace(/^#/, "") || "/";
+    const [path, qs] = hash.split("?");
+    const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+    return {parts, params: new URLSearchParams(qs || "")};
+  }
+
+  function go(hash) {
+    if (location.hash === hash) render();
+    else location.hash = hash;
+  }
+
+  function later(fn, ms) {
+    const t = setTimeout(fn, ms);
+    timers.push(t);
+    return t;
+  }
+
+  // debounce returns fn delayed until calls stop for ms.
+  function debounce(fn, ms) {
+    let t = null;
+    return (...args) => {
+      clearTimeout(t);
+      t = later(() => fn(...args), ms);
+    };
+  }
+
+  async function render() {
+    timers.forEach(clearTimeout);
+    timers = [];
+    view = null;
+    if (!key) return renderLogin();
+    if (!me) {
+      try {
+        me = await api("GET", "/v1/me");
+      } catch (e) {
+        if (e.status === 401) {
+          forget("That key was not accepted: it is unknown, expired or revoked.");
+          return;
+        }
+        app.replaceChildren(el("main", {class: "narrow"}, alertBox(e)));
+        return;
+      }
+    }
+    const {parts, params} = route();
+    let ns = "main";
+    let page = "overview";
+    let arg = null;
+    if (parts[0] === "ns" && parts[1]) {
+      ns = parts[1];
+      page = parts[2] || "overview";
+      arg = parts[3] || null;
+    } else if (parts[0] === "admin") {
+      page = "admin";
+      ns = stream.ns || homeNamespace();
+    } else {
+      ns = homeNamespace();
+    }
+    const content = el("div", {class: "content"});
+    app.replaceChildren(layout(ns, page), content);
+    if (flash) {
+      content.append(el("div", {class: flash.kind === "error" ? "alert" : "notice", role: "status"}, flash.text));
+      flash = null;
+    }
+    follow(ns);
+    setLive(stream.live);
+    const views = {overview: overviewView, tasks: tasksView, task: taskView, audit: auditView, admin: adminView};
+    const make = views[page] || overviewView;
+    try {
+      view = await make(content, ns, arg, params);
+    } catch (e) {
+      content.append(alertBox(e));
+    }
+  }
+
+  function homeNamespace() {
+    if (isAdmin()) return "main";
+    const grants = (me.scopes || []).filter((s) => s.startsWith("namespace:") && s !== "namespace:*");
+    return grants.length ? grants[0].slice("namespace:".length) : "main";
+  }
+
+  function forget(why) {
+    key = null;
+    me = null;
+    sessionStorage.removeItem(KEY);
+    if (stream.ctrl) stream.ctrl.abort();
+    stream.ctrl = null;
+    stream.ns = null;
+    flash = why ? {kind: "error", text: why} : null;
+    go("#/");
+  }
+
+  // ---- views --------------------------------------------------------
+
+  function renderLogin() {
+    const input = el("input", {type: "password", name: "key", autocomplete: "off", spellcheck: "false", placeholder: "tsk_…", "aria-label": "key"});
+    const form = el("form", {class: "login", onsubmit: (e) => {
+      e.preventDefault();
+      const k = input.value.trim();
+      if (!k) return;
+      key = k;
+      me = null;
+      sessionStorage.setItem(KEY, k);
+      render();
+    }},
+    el("h1", {}, "Tessera console"),
+    flash ? el("div", {class: "alert", role: "alert"}, flash.text) : null,
+    el("p", {}, "Paste a key to see what it may see, and do what it may do."),
+    input,
+    el("button", {type: "submit"}, "Open the console"),
+    el("p", {class: "meta"}, "The key stays in this tab (sessionStorage) and goes to this server alone, as an Authorization header. " +
+      "No cookie is set: other sites cannot act with it. Closing the tab forgets it."),
+    el("p", {class: "meta"}, el("a", {href: "/board"}, "The public board"), " needs no key."));
+    flash = null;
+    app.replaceChildren(form);
+    input.focus();
+  }
+
+  function layout(ns, page) {
+    const link = (hash, label, on) => el("a", {href: hash, class: on ? "on" : null}, label);
+    const picker = namespacePicker(ns);
+    return el("header", {class: "top"},
+      el("a", {class: "brand", href: "#/ns/" + encodeURIComponent(ns)}, "Tessera console"),
+      picker,
+      el("nav", {},
+        link("#/ns/" + encodeURIComponent(ns), "Queues", page === "overview"),
+        link("#/ns/" + encodeURIComponent(ns) + "/tasks", "Tasks", page === "tasks" || page === "task"),
+        link("#/ns/" + encodeURIComponent(ns) + "/audit", "Audit", page === "audit"),
+        isAdmin() ? link("#/admin", "Keys & principals", page === "admin") : null,
+        el("a", {href: "/board"}, "Board")),
+      el("span", {class: "who"},
+        el("span", {class: "live", title: "not connected to the event stream"}, el("i"), "offline"),
+        el("span", {title: "key " + me.key_id + " · scopes " + (me.scopes || []).join(" ")},
+          isolated(me.principal.display_name || me.principal.id), " · ", (me.scopes || []).join(" ")),
+        el("button", {type: "button", onclick: () => forget(null)}, "Forget key")));
+  }
+
+  function namespacePicker(ns) {
+    const choose = (name) => {
+      if (name && name !== ns) go("#/ns/" + encodeURIComponent(name));
+    };
+    const scopes = me.scopes || [];
+    const known = scopes.filter((s) => s.startsWith("namespace:") && s !== "namespace:*").map((s) => s.slice(10));
+    if (!known.includes(ns)) known.unshift(ns);
+    const select = el("select", {"aria-label": "namespace", onchange: (e) => choose(e.target.value)},
+      known.map((n) => el("option", {value: n, selected: n === ns}, n)));
+    if (isAdmin()) {
+      api("GET", "/v1/admin/namespaces?limit=200").then((page) => {
+        for (const n of page.namespaces || []) {
+          if (!known.includes(n.name)) {
+            known.push(n.name);
+            select.append(el("option", {value: n.name}, n.name));
+          }
+        }
+      }).catch(() => {});
+    }
+    if (isAdmin() || scopes.includes("namespace:*")) {
+      const other = el("input", {type: "text", size: 12, placeholder: "other namespace", "aria-label": "other namespace",
+        onchange: (e) => choose(e.target.value.trim())});
+      return el("span", {}, select, " ", other);
+    }
+    return select;
+  }
+
+  // overviewView: the namespace's queues and what is happening now.
+  async function overviewView(content, ns) {
+    const table = el("div", {class: "scroll"});
+    const feed = el("ol", {class: "feed", "aria-label": "live events"});
+    content.append(el("h1", {}, "Queues of ", el("code", {}, ns)), table,
+      el("h2", {}, "Happening now"), el("p", {class: "meta"}, "Events as they commit, newest first."),
+      el("div", {class: "card"}, feed));
+    const load = async () => table.replaceChildren(queuesTable(ns, await api("GET", nsPath(ns, "/v1/queues"))));
+    await load();
+    const reload = debounce(() => load().catch(() => {}), 700);
+    return {
+      onEvent(ev) {
+        if (ev.kind === "gap") return reload();
+        feed.prepend(feedItem(ns, ev));
+        while (feed.children.length > 100) feed.lastChild.remove();
+        if (ev.kind !== "task.heartbeat") reload();
+      },
+    };
+  }
+
+  function feedItem(ns, ev) {
+    return el("li", {},
+      el("time", {datetime: ev.time, title: ev.time}, new Date(ev.time).toLocaleTimeString()),
+      el("span", {class: "kind"}, ev.kind),
+      ev.task_id ? el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/task/" + encodeURIComponent(ev.task_id)}, short(ev.task_id)) : null,
+      ev.title ? isolated(ev.title, "title") : el("code", {}, text(ev.target)),
+      ev.queue ? el("span", {class: "meta"}, "queue ", ev.queue) : null,
+      ev.state ? stateBadge(ev.state) : null);
+  }
+
+  function queuesTable(ns, page) {
+    if (!page.queues.length) return el("p", {class: "card"}, "No queues yet: enqueue a task and its queue shows up here.");
+    const act = can("enqueue", ns);
+    const rows = page.queues.map((q) => {
+      const tasksOf = (state) => "#/ns/" + encodeURIComponent(ns) + "/tasks" + query({queue: q.queue, state});
+      const count = (state) => {
+        const n = q.counts[state] || 0;
+        return el("td", {class: "num" + (n ? "" : " zero")}, n ? el("a", {href: tasksOf(state)}, String(n)) : "0");
+      };
+      const total = q.throughput.reduce((n, m) => n + m.succeeded + m.failed + m.dead, 0);
+      return el("tr", {"data-queue": q.queue},
+        el("td", {}, el("a", {href: tasksOf("")}, el("code", {}, q.queue)), q.paused ? el("span", {class: "badge paused", title: "paused " + (q.paused_at || "")}, "paused") : null),
+        STATES.map(count),
+        el("td", {class: "num"}, String(q.live_leases)),
+        el("td", {class: "num" + (q.lapsed_leases ? "" : " zero")}, String(q.lapsed_leases)),
+        el("td", {class: "num"}, seconds(q.oldest_ready_age_seconds)),
+        el("td", {class: "nowrap"}, sparkline(q.throughput), " ", el("span", {class: "meta"}, total + " in 15 min")),
+        act ? el("td", {}, queueActions(ns, q)) : null);
+    });
+    return el("table", {},
+      el("thead", {}, el("tr", {}, el("th", {}, "queue"), STATES.map((s) => el("th", {class: "num"}, s)),
+        el("th", {class: "num"}, "live leases"), el("th", {class: "num"}, "lapsed"), el("th", {class: "num"}, "oldest ready waits"),
+        el("th", {}, "runs ended a minute"), act ? el("th", {}, "") : null)),
+      el("tbody", {}, rows));
+  }
+
+  // sparkline draws ended runs a minute: succeeded below, failed and
+  // dead above them.
+  function sparkline(minutes) {
+    const ns = "http://www.w3.org/2000/svg";
+    const max = Math.max(1, ...minutes.map((m) => m.succeeded + m.failed + m.dead));
+    const svg = document.createElementNS(ns, "svg");
+    const w = 5, h = 22;
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("width", String(minutes.length * w));
+    svg.setAttribute("height", String(h));
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", "runs ended each of the last 15 minutes");
+    minutes.forEach((m, i) => {
+      const ok = Math.round((m.succeeded / max) * h);
+      const bad = Math.round(((m.failed + m.dead) / max) * h);
+      const bar = (cls, y, height) => {
+        const r = document.createElementNS(ns, "rect");
+        r.setAttribute("class", cls);
+        r.setAttribute("x", String(i * w));
+        r.setAttribute("y", String(y));
+        r.setAttribute("width", String(w - 1));
+        r.setAttribute("height", String(height));
+        svg.append(r);
+      };
+      if (!ok && !bad) bar("none", h - 1, 1);
+      if (ok) bar("ok", h - ok, ok);
+      if (bad) bar("bad", h - ok - bad, bad);
+    });
+    return svg;
+  }
+
+  function queueActions(ns, q) {
+    const base = nsPath(ns, "/v1/queues/" + encodeURIComponent(q.queue));
+    const box = el("span", {class: "actions"});
+    const pause = el("button", {type: "button", class: "quiet", onclick: async () => {
+      try {
+        await api("POST", base + (q.paused ? "/resume" : "/pause"));
+        say("notice", "Queue " + q.queue + (q.paused ? " resumed." : " paused: claims on it get nothing until it is resumed."));
+      } catch (e) {
+        say("error", e.message);
+      }
+    }}, q.paused ? "Resume" : "Pause");
+    const purge = el("button", {type: "button", class: "danger quiet", onclick: () => {
+      const finished = (q.counts.succeeded || 0) + (q.counts.dead || 0) + (q.counts.canceled || 0);
+      const confirm = el("div", {class: "confirm"},
+        "Delete the ", String(finished), " finished tasks of ", el("code", {}, q.queue), " (succeeded, dead, canceled) with their runs? ",
+        el("button", {type: "button", class: "danger", onclick: async () => {
+          try {
+            const out = await api("POST", base + "/purge", {});
+            say("notice", "Purged " + out.purged + " tasks of " + q.queue + (out.more ? "; more remain: purge again." : "."));
+          } catch (e) {
+            say("error", e.message);
+          }
+          confirm.remove();
+        }}, "Purge"), " ",
+        el("button", {type: "button", class: "quiet", onclick: () => confirm.remove()}, "Keep them"));
+      box.after(confirm);
+    }}, "Purge finished");
+    return append(box, [pause, purge]);
+  }
+
+  // tasksView: tasks by filter, with paging and changes in bulk.
+  async function tasksView(content, ns, _arg, params) {
+    const f = Object.fromEntries(["queue", "state", "title", "created_after", "created_before", "cursor"].map((k) => [k, params.get(k) || ""]));
+    const input = (name, label, attrs) => el("label", {}, label, el("input", Object.assign({name, value: f[name]}, attrs)));
+    const localTime = (iso) => (iso ? new Date(Date.parse(iso) - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 16) : "");
+    const form = el("form", {class: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      const data = new FormData(form);
+      const q = {};
+      for (const [k, v] of data.entries()) {
+        if (!v) continue;
+        q[k] = k.startsWith("created_") ? new Date(v).toISOString() : v;
+      }
+      go("#/ns/" + encodeURIComponent(ns) + "/tasks" + query(q));
+    }},
+    input("queue", "queue", {size: 12}),
+    el("label", {}, "state", el("select", {name: "state"}, el("option", {value: ""}, "any"),
+      STATES.map((s) => el("option", {value: s, selected: s === f.state}, s)))),
+    input("title", "title contains", {size: 18}),
+    el("label", {}, "made after", el("input", {type: "datetime-local", name: "created_after", value: localTime(f.created_after)})),
+    el("label", {}, "made before", el("input", {type: "datetime-local", name: "created_before", value: localTime(f.created_before)})),
+    el("button", {type: "submit"}, "Filter"),
+    el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/tasks"}, "clear"));
+    const list = el("div", {class: "scroll"});
+    const pager = el("div", {class: "pager"});
+    content.append(el("h1", {}, "Tasks of ", el("code", {}, ns)), form);
+    if (can("enqueue", ns)) content.append(bulkBar(ns, f));
+    content.append(list, pager);
+
+    const filter = {queue: f.queue, state: f.state, title: f.title, created_after: f.created_after, created_before: f.created_before};
+    const rows = new Map();
+    const load = async () => {
+      const page = await api("GET", nsPath(ns, "/v1/tasks") + query(Object.assign({}, filter, {cursor: f.cursor, limit: 50})));
+      rows.clear();
+      list.replaceChildren(tasksTable(ns, page.tasks, rows));
+      pager.replaceChildren();
+      append(pager, [
+        f.cursor ? el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/tasks" + query(filter)}, "← newest") : null,
+        page.next_cursor ? el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/tasks" + query(Object.assign({}, filter, {cursor: page.next_cursor}))}, "older →") : null]);
+    };
+    await load();
+    const reload = debounce(() => load().catch(() => {}), 800);
+    return {
+      onEvent(ev) {
+        const row = ev.task_id && rows.get(ev.task_id);
+        if (row && ev.state) {
+          // The row's state, as the event left it: no read needed.
+          const cell = row.querySelector("td.state-cell");
+          cell.replaceChildren(stateBadge(ev.state));
+          cell.dataset.updatedBy = "event";
+          row.classList.remove("flash");
+          void row.offsetWidth;
+          row.classList.add("flash");
+        }
+        if (!row && !f.cursor && (ev.kind === "task.enqueued" || ev.kind === "gap" || ev.kind === "queue.purged")) reload();
+      },
+    };
+  }
+
+  function tasksTable(ns, tasks, rows) {
+    if (!tasks.length) return el("p", {class: "card"}, "No task matches.");
+    return el("table", {},
+      el("thead", {}, el("tr", {}, ["task", "title", "queue", "state", "attempts", "made", "updated"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, tasks.map((t) => {
+        const row = el("tr", {"data-task": t.id},
+          el("td", {}, el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/task/" + encodeURIComponent(t.id)}, short(t.id))),
+          el("td", {}, isolated(t.title, "title")),
+          el("td", {}, el("code", {}, t.queue)),
+          el("td", {class: "state-cell"}, stateBadge(t.state)),
+          el("td", {class: "num"}, t.attempts + " / " + t.max_attempts),
+          el("td", {}, when(t.created_at)),
+          el("td", {}, when(t.updated_at)));
+        rows.set(t.id, row);
+        return row;
+      })));
+  }
+
+  // bulkBar changes every task the filter selects: a dry run counts them,
+  // the operator confirms that count, and the change carries it, so what
+  // was confirmed is what changes.
+  function bulkBar(ns, f) {
+    const selection = {};
+    for (const k of ["queue", "state", "title", "created_after", "created_before"]) if (f[k]) selection[k] = f[k];
+    const bar = el("div", {class: "bar"}, el("span", {class: "meta"}, "With every task this filter selects (1,000 at most a time):"));
+    const start = (action) => async () => {
+      bar.querySelectorAll(".confirm").forEach((n) => n.remove());
+      try {
+        const counted = await api("POST", nsPath(ns, "/v1/tasks/bulk"), Object.assign({action, dry_run: true}, selection));
+        const n = counted.count;
+        if (!n) {
+          bar.append(el("div", {class: "confirm"}, "No task this filter selects can be ", action === "retry" ? "retried." : "canceled."));
+          return;
+        }
+        const confirm = el("div", {class: "confirm", "data-count": n},
+          (action === "retry" ? "Retry " : "Cancel ") + n + " task" + (n === 1 ? "" : "s") + (counted.more ? " (the newest; more remain)" : "") + "? ",
+          el("button", {type: "button", class: action === "cancel" ? "danger" : null, "data-confirm": action, onclick: async () => {
+            try {
+              const done = await api("POST", nsPath(ns, "/v1/tasks/bulk"), Object.assign({action, expect: n}, selection));
+              flash = {kind: "notice", text: (action === "retry" ? "Retried " : "Canceled ") + done.changed.length + " tasks." + (done.more ? " More remain: do it again." : "")};
+              render();
+            } catch (e) {
+              confirm.replaceChildren(alertBox(e));
+            }
+          }}, (action === "retry" ? "Retry " : "Cancel ") + n), " ",
+          el("button", {type: "button", class: "quiet", onclick: () => confirm.remove()}, "Back"));
+        bar.append(confirm);
+      } catch (e) {
+        bar.append(el("div", {class: "confirm"}, alertBox(e)));
+      }
+    };
+    append(bar, [" ", el("button", {type: "button", class: "quiet", "data-bulk": "retry", onclick: start("retry")}, "Retry all…"), " ",
+      el("button", {type: "button", class: "danger quiet", "data-bulk": "cancel", onclick: start("cancel")}, "Cancel all…")]);
+    return bar;
+  }
+
+  // taskView: one task, its runs, its trail, what it wrote, what is next.
+  async function taskView(content, ns, id) {
+    const box = el("div");
+    content.append(box);
+    let fallback = null;
+    const load = async (by) => {
+      const [task, trail] = await Promise.all([
+        api("GET", nsPath(ns, "/v1/tasks/" + encodeURIComponent(id))),
+        api("GET", nsPath(ns, "/v1/tasks/" + encodeURIComponent(id) + "/trail")),
+      ]);
+      box.replaceChildren(taskPage(ns, task, trail, (action) => {
+        // The change shows when the stream says it happened; if no event
+        // comes (the stream is down), the page reads the task again.
+        clearTimeout(fallback);
+        fallback = later(() => load("read").catch(() => {}), 4000);
+      }));
+      const badge = box.querySelector("#task-state");
+      if (badge) badge.dataset.updatedBy = by;
+    };
+    await load("read");
+    const reload = debounce((by) => load(by).catch(() => {}), 150);
+    return {
+      onEvent(ev) {
+        if (ev.task_id === id || ev.kind === "gap") {
+          clearTimeout(fallback);
+          reload("event");
+        }
+      },
+    };
+  }
+
+  function nextStep(t) {
+    switch (t.state) {
+      case "scheduled":
+        return t.attempts > 0 ? ["next attempt (", String(t.attempts + 1), " of ", String(t.max_attempts), ") ", when(t.run_at), " — the backoff of a failed run"] : ["scheduled to run ", when(t.run_at)];
+      case "ready":
+        return ["waiting to be claimed since ", when(t.run_at)];
+      case "leased":
+        return t.lease ? ["leased by ", el("code", {}, t.lease.holder), "; the lease expires ", when(t.lease.expires_at), t.cancel_requested ? " — cancel requested: the holder is told at its next heartbeat" : ""] : ["leased"];
+      case "paused":
+        return ["paused: not claimed until resumed"];
+      case "dead":
+        return ["dead: its attempts (", String(t.attempts), " of ", String(t.max_attempts), ") are spent. Retry gives them back."];
+      case "canceled":
+        return ["canceled. Retry makes it ready again."];
+      case "succeeded":
+        return ["done."];
+    }
+    return [t.state];
+  }
+
+  function taskPage(ns, t, trail, changed) {
+    const act = can("enqueue", ns);
+    const change = (verb, label, cls) => el("button", {type: "button", class: cls, "data-action": verb, onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        await api("POST", nsPath(ns, "/v1/tasks/" + encodeURIComponent(t.id) + "/" + verb));
+        say("notice", label + ": sent. The page follows the change as it happens.");
+        changed(verb);
+      } catch (err) {
+        say("error", err.message);
+        e.target.disabled = false;
+      }
+    }}, label);
+    const actions = [];
+    if (act) {
+      if (t.state === "dead" || t.state === "canceled") actions.push(change("retry", "Retry"));
+      if (t.state === "ready" || t.state === "scheduled") actions.push(change("pause", "Pause", "quiet"));
+      if (t.state === "paused") actions.push(change("resume", "Resume", "quiet"));
+      if (!["succeeded", "dead", "canceled"].includes(t.state) && !t.cancel_requested) actions.push(change("cancel", "Cancel", "danger"));
+    }
+    const records = trail.events.filter((e) => e.kind === "record.written");
+    const blobs = trail.events.filter((e) => e.kind === "blob.stored");
+    return el("div", {},
+      el("p", {class: "meta"}, el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/tasks" + query({queue: t.queue})}, "← tasks of ", t.queue)),
+      el("h1", {}, isolated(t.title, "title"), " ", el("span", {id: "task-state", class: "state s-" + t.state, "data-state": t.state}, t.state)),
+      actions.length ? el("div", {class: "actions"}, actions) : null,
+      t.error ? el("div", {class: "alert", id: "task-error"}, el("strong", {}, "Last error: "), text(t.error)) : null,
+      el("div", {class: "grid"},
+        el("div", {class: "card"}, el("dl", {class: "facts"},
+          el("dt", {}, "id"), el("dd", {}, el("code", {}, t.id)),
+          el("dt", {}, "queue"), el("dd", {}, el("code", {}, t.queue)),
+          el("dt", {}, "next"), el("dd", {id: "task-next"}, nextStep(t)),
+          el("dt", {}, "attempts"), el("dd", {}, t.attempts + " of " + t.max_attempts),
+          el("dt", {}, "priority"), el("dd", {}, String(t.priority)),
+          el("dt", {}, "labels"), el("dd", {}, (t.labels || []).join(", ") || "—"),
+          el("dt", {}, "made"), el("dd", {}, when(t.created_at), " by ", el("code", {}, t.created_by)),
+          el("dt", {}, "updated"), el("dd", {}, when(t.updated_at)),
+          el("dt", {}, "run at"), el("dd", {}, when(t.run_at)))),
+        el("div", {class: "card"}, el("strong", {}, "Brief"), t.brief ? el("pre", {}, text(t.brief)) : el("p", {class: "meta"}, "none"),
+          el("strong", {}, "Payload"), el("pre", {}, text(pretty(t.payload))),
+          t.result ? [el("strong", {}, "Result"), el("pre", {}, text(pretty(t.result)))] : null,
+          t.progress ? [el("strong", {}, "Progress"), el("pre", {}, text(pretty(t.progress)))] : null)),
+      el("h2", {}, "Runs"),
+      (t.runs || []).length ? el("div", {class: "scroll"}, el("table", {},
+        el("thead", {}, el("tr", {}, ["run", "attempt", "holder", "started", "ended", "outcome", "error"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, t.runs.map((r) => el("tr", {},
+          el("td", {}, short(r.run_id)), el("td", {class: "num"}, String(r.attempt)), el("td", {}, el("code", {}, r.holder)),
+          el("td", {}, when(r.started_at)), el("td", {}, r.ended_at ? when(r.ended_at) : "running"),
+          el("td", {}, r.outcome || "—"), el("td", {class: "run-error"}, text(r.error || ""))))))) : el("p", {class: "meta"}, "Never claimed."),
+      el("h2", {}, "Records its runs wrote"),
+      records.length ? el("ul", {}, records.map((e) => recordItem(ns, e))) : el("p", {class: "meta"}, "None in the last 24 h."),
+      el("h2", {}, "Blobs its runs stored"),
+      blobs.length ? el("ul", {}, blobs.map((e) => blobItem(ns, e))) : el("p", {class: "meta"}, "None in the last 24 h."),
+      el("h2", {}, "Trail"),
+      el("p", {class: "meta"}, "What happened to it since ", when(trail.since), ", oldest first."),
+      el("div", {class: "card"}, el("ol", {class: "feed", id: "trail"}, trail.events.map((e) => trailItem(e)),
+        (trail.notes || []).map((n) => el("li", {}, el("time", {datetime: n.time, title: n.time}, new Date(n.time).toLocaleString()),
+          el("span", {class: "kind"}, n.kind), text(n.body || ""))))));
+  }
+
+  function trailItem(e) {
+    return el("li", {"data-kind": e.kind},
+      el("time", {datetime: e.time, title: e.time}, new Date(e.time).toLocaleString()),
+      el("span", {class: "kind"}, e.kind),
+      e.state ? stateBadge(e.state) : null,
+      e.kind.startsWith("record.") || e.kind.startsWith("blob.") ? el("code", {}, text(e.target)) : null,
+      e.by ? el("span", {class: "meta"}, "by ", e.by) : null);
+  }
+
+  function pretty(v) {
+    if (v === undefined || v === null) return "null";
+    return JSON.stringify(v, null, 2);
+  }
+
+  function recordItem(ns, e) {
+    const slash = e.target.indexOf("/");
+    const bucket = e.target.slice(0, slash), rkey = e.target.slice(slash + 1);
+    const out = el("div");
+    const show = el("button", {type: "button", class: "quiet", onclick: async () => {
+      try {
+        const r = await api("GET", nsPath(ns, "/v1/records/" + encodeURIComponent(bucket) + "/" + encodeURIComponent(rkey)));
+        out.replaceChildren(el("p", {class: "meta"}, "version " + r.version + ", written ", when(r.created_at)), el("pre", {class: "record-value"}, text(pretty(r.value))));
+      } catch (err) {
+        out.replaceChildren(alertBox(err));
+      }
+    }}, "show");
+    return el("li", {}, el("code", {}, text(e.target)), " ", el("span", {class: "meta"}, when(e.time)), " ", show, out);
+  }
+
+  function blobItem(ns, e) {
+    const sum = e.target.replace(/^sha256:/, "");
+    return el("li", {}, el("a", {href: "#", onclick: async (ev) => {
+      ev.preventDefault();
+      try {
+        // The bytes need the key: fetched with it, handed over as a file.
+        const res = await fetch(nsPath(ns, "/v1/blobs/" + sum), {headers: {Authorization: "Bearer " + key}, credentials: "omit"});
+        if (!res.ok) throw new Error("the blob could not be read: " + res.status);
+        const url = URL.createObjectURL(await res.blob());
+        const a = el("a", {href: url, download: sum});
+        document.body.append(a);
+        a.click();
+        a.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 10000);
+      } catch (err) {
+        say("error", err.message);
+      }
+    }}, el("code", {}, e.target)), " ", el("span", {class: "meta"}, when(e.time)));
+  }
+
+  // auditView: the namespace's audit trail and counters (everyone's for
+  // an admin key, the key's own otherwise).
+  async function auditView(content, ns) {
+    const page = isAdmin() ? await api("GET", "/v1/admin/audit" + query({namespace: ns, limit: 200}))
+      : await api("GET", nsPath(ns, "/v1/me/audit") + query({limit: 200}));
+    content.append(el("h1", {}, "Audit of ", el("code", {}, ns)),
+      el("p", {class: "meta"}, isAdmin() ? "Everyone's successful actions of the last 24 h, newest first, and the counters of everything else." :
+        "Your key's own actions of the last 24 h, newest first, and its counters."),
+      el("div", {class: "scroll"}, el("table", {},
+        el("thead", {}, el("tr", {}, ["time", "action", "target", "task", "state", "principal", "status"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, page.events.filter((e) => e.namespace === ns).map((e) => el("tr", {},
+          el("td", {}, when(e.time)), el("td", {}, el("code", {}, e.action)), el("td", {}, el("code", {}, text(e.target))),
+          el("td", {}, e.task_id ? short(e.task_id) : ""), el("td", {}, e.state ? stateBadge(e.state) : ""),
+          el("td", {}, el("code", {}, e.principal_id)), el("td", {class: "num"}, String(e.status))))))),
+      el("h2", {}, "Counters"),
+      el("div", {class: "scroll"}, el("table", {},
+        el("thead", {}, el("tr", {}, ["minute", "action", "outcome", "principal", "count"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, page.counters.filter((c) => c.namespace === ns).map((c) => el("tr", {},
+          el("td", {}, when(c.minute)), el("td", {}, el("code", {}, c.action)), el("td", {}, c.outcome),
+          el("td", {}, el("code", {}, c.principal_id)), el("td", {class: "num"}, String(c.count))))))));
+    return {};
+  }
+
+  // adminView: principals and keys (an admin key's).
+  async function adminView(content) {
+    if (!isAdmin()) {
+      content.append(el("p", {class: "alert"}, "Keys and principals are an admin key's to see."));
+      return {};
+    }
+    const [principals, keys] = await Promise.all([api("GET", "/v1/admin/principals?limit=200"), api("GET", "/v1/admin/keys?limit=200")]);
+    const kind = el("select", {name: "kind"}, ["agent", "user", "service"].map((k) => el("option", {value: k}, k)));
+    const pname = el("input", {name: "display_name", placeholder: "display name", required: true});
+    const account = el("input", {name: "account", placeholder: "account (optional)"});
+    const newPrincipal = el("form", {class: "filters", onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const p = await api("POST", "/v1/admin/principals", {kind: kind.value, display_name: pname.value, account: account.value || undefined});
+        flash = {kind: "notice", text: "Principal " + p.display_name + " made: " + p.id};
+        render();
+      } catch (err) {
+        say("error", err.message);
+      }
+    }}, el("label", {}, "kind", kind), el("label", {}, "name", pname), el("label", {}, "account", account), el("button", {type: "submit"}, "Create principal"));
+
+    const owner = el("select", {name: "principal_id"}, principals.principals.map((p) => el("option", {value: p.id}, (p.display_name || p.id) + " (" + p.kind + ")")));
+    const scopes = el("input", {name: "scopes", size: 40, value: "namespace:main read", "aria-label": "scopes"});
+    const secret = el("div");
+    const keysTable = el("div", {class: "scroll"}, keyRows(keys.keys));
+    const reloadKeys = async () => keysTable.replaceChildren(keyRows((await api("GET", "/v1/admin/keys?limit=200")).keys));
+    const newKey = el("form", {class: "filters", onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const k = await api("POST", "/v1/admin/keys", {principal_id: owner.value, scopes: scopes.value.split(/[\s,]+/).filter(Boolean)});
+        secret.replaceChildren(el("p", {class: "secret"}, "The new key, shown this once: ", el("code", {}, k.key)));
+        await reloadKeys();
+      } catch (err) {
+        say("error", err.message);
+      }
+    }}, el("label", {}, "for", owner), el("label", {}, "scopes", scopes), el("button", {type: "submit"}, "Create key"));
+
+    function keyRows(list) {
+      return el("table", {},
+        el("thead", {}, el("tr", {}, ["id", "principal", "scopes", "made", "expires", ""].map((h) => el("th", {}, h)))),
+        el("tbody", {}, list.map((k) => el("tr", {"data-key": k.id},
+          el("td", {}, el("code", {}, k.id)), el("td", {}, el("code", {}, k.principal_id)), el("td", {}, (k.scopes || []).join(" ")),
+          el("td", {}, when(k.created_at)), el("td", {}, k.expires_at ? when(k.expires_at) : "never"),
+          el("td", {}, k.revoked_at ? el("span", {class: "meta"}, "revoked ", when(k.revoked_at)) :
+            el("button", {type: "button", class: "danger quiet", onclick: async () => {
+              try {
+                await api("DELETE", "/v1/admin/keys/" + encodeURIComponent(k.id));
+                say("notice", "Key " + k.id + " revoked.");
+                await reloadKeys();
+              } catch (err) {
+                say("error", err.message);
+              }
+            }}, "Revoke"))))));
+    }
+
+    content.append(el("h1", {}, "Keys & principals"),
+      el("h2", {}, "Principals"), newPrincipal,
+      el("div", {class: "scroll"}, el("table", {},
+        el("thead", {}, el("tr", {}, ["id", "name", "kind", "account", "made", "last used"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, principals.principals.map((p) => el("tr", {},
+          el("td", {}, el("code", {}, p.id)), el("td", {}, isolated(p.display_name)), el("td", {}, p.kind), el("td", {}, text(p.account || "")),
+          el("td", {}, when(p.created_at)), el("td", {}, when(p.last_used_at))))))),
+      el("h2", {}, "Keys"), newKey, secret, keysTable);
+    return {};
+  }
+
+  window.addEventListener("hashchange", render);
+  render();
+})();

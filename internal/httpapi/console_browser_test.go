@@ -1,0 +1,400 @@
+package httpapi_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// The console as an operator uses it: real headless Chromium, driven
+// through the DevTools protocol by chromedp (the well-kept CDP driver for
+// Go), against a running server. Every test watches for JavaScript
+// dialogs and uncaught exceptions: a hostile title that ran as script
+// would open one, a broken page would throw.
+
+var consoleShots = flag.String("console-screenshots", filepath.Join(os.TempDir(), "tessera-console-screenshots"),
+	"where the console browser tests save their screenshots")
+
+// browser is one headless Chromium tab.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	s   *testServer
+	mu  sync.Mutex
+	// dialogs and exceptions the page raised.
+	dialogs, exceptions []string
+}
+
+// browseTimeout bounds a whole browser test: a page that never shows what
+// a test waits for fails it instead of hanging it.
+const browseTimeout = 30 * time.Second
+
+func newBrowser(t *testing.T, s *testServer) *browser {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("no %s: `make test` installs it (scripts/test-setup), or apt-get install chromium", chromiumPath)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	b := &browser{t: t, ctx: ctx, s: s}
+	// The first Run starts the browser, and lives as long as it: no
+	// timeout on it (chromedp.Run's rule); each step gets one below.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
+			b.mu.Lock()
+			b.dialogs = append(b.dialogs, ev.Message)
+			b.mu.Unlock()
+			// A dialog blocks the page: dismiss it, off the event loop.
+			go func() { _, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{}) }()
+		case *runtime.EventExceptionThrown:
+			b.mu.Lock()
+			b.exceptions = append(b.exceptions, (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
+			b.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatalf("listen to the tab: %v", err)
+	}
+	t.Cleanup(func() {
+		b.mu.Lock()
+		dialogs, exceptions := b.dialogs, b.exceptions
+		b.mu.Unlock()
+		if len(dialogs) > 0 {
+			t.Errorf("the page opened dialogs: %q", dialogs)
+		}
+		if len(exceptions) > 0 {
+			t.Errorf("the page threw: %q", exceptions)
+		}
+		cancelTab()
+		cancelAlloc()
+	})
+	return b
+}
+
+// step runs one action with the test's bound on it.
+func step[T any](b *browser, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browseTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("%s: %v\n%s", what, err, b.describe())
+	}
+	return v
+}
+
+// describe says what the page shows, for a failure's message, and keeps
+// a screenshot of it.
+func (b *browser) describe() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	if err != nil {
+		return "(the page cannot be read: " + err.Error() + ")"
+	}
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil && os.MkdirAll(*consoleShots, 0o755) == nil {
+		path := filepath.Join(*consoleShots, "failed-"+strings.ReplaceAll(b.t.Name(), "/", "-")+".png")
+		if os.WriteFile(path, png, 0o644) == nil {
+			text += "\n(screenshot: " + path + ")"
+		}
+	}
+	return "the page: " + text
+}
+
+// run runs actions in the tab, in order, failing the test on an error.
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	step(b, what, chromedp.Steps(actions...))
+}
+
+// login opens the console and pastes key.
+func (b *browser) login(key string) {
+	b.t.Helper()
+	b.run("log in",
+		chromedp.Navigate(b.s.URL+"/console"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=key]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=key]`), key),
+		chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`header.top .who`)),
+		chromedp.WaitVisible(chromedp.CSS(`.live.on`)), // following the namespace's events
+	)
+}
+
+// open navigates the console to a view (its hash) and waits for sel.
+func (b *browser) open(hash, sel string) {
+	b.t.Helper()
+	b.run("open "+hash, chromedp.Navigate(b.s.URL+"/console"+hash), chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// visible waits until sel shows.
+func (b *browser) visible(what, sel string) {
+	b.t.Helper()
+	b.run(what, chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// click clicks sel, then waits until then shows.
+func (b *browser) click(what, sel, then string) {
+	b.t.Helper()
+	b.run(what, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(then)))
+}
+
+// shot saves a screenshot of the page as name.png and says where.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	if err := os.MkdirAll(*consoleShots, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	b.run("settle", chromedp.Sleep(300*time.Millisecond)) // the row highlight's fade
+	png := step(b, "screenshot "+name, chromedp.FullScreenshot(100))
+	path := filepath.Join(*consoleShots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", path)
+}
+
+// text returns the visible text of the first element sel matches.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	return step(b, "read "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// eval evaluates a JavaScript expression, awaiting a promise.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	return step(b, "evaluate "+expr, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+}
+
+// seedConsole gives the console queues, tasks in every state and a record
+// and blob written under a lease; it returns a dead task.
+func seedConsole(s *testServer) tessera.Task {
+	s.t.Helper()
+	for i, title := range []string{"Summarize the Q3 incident reports", "Render map tiles for zoom 12", "Translate release notes to German",
+		"Transcribe interview #4", "Index the support mailbox"} {
+		queue := []string{"docs", "render", "docs", "audio", "mail"}[i]
+		s.enqueue("main", adminKey, map[string]any{"title": title, "queue": queue, "public": true})
+	}
+	s.enqueue("main", adminKey, map[string]any{"title": "Re-run the nightly export", "queue": "render", "run_at": s.Clock.Now().Add(20 * time.Minute)})
+	done := s.claim("main", adminKey, "docs")
+	s.must(201, "PUT", "/v1/records/reports/q3-summary", adminKey, map[string]any{
+		"value": map[string]any{"incidents": 7, "longest_outage_minutes": 42, "headline": "Fewer, shorter outages"}, "lease_token": done.Lease.Token})
+	s.submit("main", adminKey, done, tessera.OutcomeSucceeded)
+	s.claim("main", adminKey, "render") // left leased
+
+	dead := s.enqueue("main", adminKey, map[string]any{"title": "Resize the product photos", "queue": "images", "max_attempts": 1,
+		"brief": "Resize every photo in /incoming to 1200 px wide; keep the EXIF data."})
+	c := s.claim("main", adminKey, "images")
+	s.must(200, "POST", "/v1/claims/"+dead.ID+"/submit", adminKey, map[string]any{"lease_token": c.Lease.Token, "outcome": "failed",
+		"error": "disk full: /var/cache/resize has 0 bytes free"})
+	return s.task("main", adminKey, dead.ID)
+}
+
+// An operator opens the console with a key, finds a dead task, reads its
+// error, presses retry, and sees it become ready through the live stream:
+// the page changes the state when the stream's event says so.
+func TestConsoleRetriesADeadTaskLive(t *testing.T) {
+	s := newTestServer(t)
+	dead := seedConsole(s)
+	if dead.State != tessera.StateDead {
+		t.Fatalf("seeded task is %s", dead.State)
+	}
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.visible("the queues", `tr[data-queue="images"]`)
+	b.shot("console-queues")
+
+	b.open("#/ns/main/tasks?state=dead", `tr[data-task="`+dead.ID+`"]`)
+	b.shot("console-tasks-dead")
+	b.click("open the dead task", `tr[data-task="`+dead.ID+`"] a`, `#task-error`)
+	if got := b.text(`#task-error`); !strings.Contains(got, "disk full: /var/cache/resize has 0 bytes free") {
+		t.Fatalf("the dead task's error reads %q", got)
+	}
+	b.shot("console-task-dead")
+
+	b.click("retry", `button[data-action="retry"]`, `#task-state[data-state="ready"][data-updated-by="event"]`)
+	if got := s.task("main", adminKey, dead.ID); got.State != tessera.StateReady {
+		t.Fatalf("after retry the task is %s", got.State)
+	}
+	b.shot("console-task-retried")
+
+	// A change made elsewhere shows too: a worker claims it.
+	s.claim("main", adminKey, "images")
+	b.visible("claimed elsewhere", `#task-state[data-state="leased"][data-updated-by="event"]`)
+}
+
+// Bulk cancel: the filter selects a set, a dry run counts it, the
+// operator confirms that count, and exactly that set is canceled.
+func TestConsoleBulkCancelsAFilteredSet(t *testing.T) {
+	s := newTestServer(t)
+	var batch []string
+	for i := range 5 {
+		batch = append(batch, s.enqueue("main", adminKey, map[string]any{"title": "import batch 7 part " + string(rune('a'+i)), "queue": "imports"}).ID)
+	}
+	keep := s.enqueue("main", adminKey, map[string]any{"title": "import batch 8", "queue": "imports"})
+	other := s.enqueue("main", adminKey, map[string]any{"title": "import batch 7 elsewhere", "queue": "exports"})
+
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.open("#/ns/main/tasks?queue=imports&title=BATCH%207", `tr[data-task="`+batch[0]+`"]`)
+	b.click("count", `button[data-bulk="cancel"]`, `.confirm[data-count="5"]`)
+	b.shot("console-bulk-confirm")
+	b.click("confirm", `button[data-confirm="cancel"]`, `.notice`)
+	if got := b.text(`.notice`); !strings.Contains(got, "Canceled 5 tasks.") {
+		t.Fatalf("after the bulk cancel: %q", got)
+	}
+	for _, id := range batch {
+		if got := s.task("main", adminKey, id); got.State != tessera.StateCanceled {
+			t.Errorf("task %s of the set is %s", id, got.State)
+		}
+	}
+	for _, id := range []string{keep.ID, other.ID} {
+		if got := s.task("main", adminKey, id); got.State != tessera.StateReady {
+			t.Errorf("task %s outside the set is %s", id, got.State)
+		}
+	}
+	b.visible("the list shows it", `tr[data-task="`+batch[0]+`"] [data-state="canceled"]`)
+	b.shot("console-bulk-done")
+}
+
+// A read-only key sees no action, and the server refuses one forged from
+// the page anyway.
+func TestConsoleReadOnlyKeySeesNoActions(t *testing.T) {
+	s := newTestServer(t)
+	dead := seedConsole(s)
+	reader, _ := s.newKey("user", "namespace:main", "read")
+	b := newBrowser(t, s)
+	b.login(reader)
+	b.visible("the queues", `tr[data-queue="images"]`)
+	if buttons := eval[int](b, `document.querySelectorAll(".content button").length`); buttons != 0 {
+		t.Fatalf("the queues show %d buttons to a read-only key", buttons)
+	}
+	b.open("#/ns/main/tasks", `tr[data-task="`+dead.ID+`"]`)
+	if buttons := eval[int](b, `document.querySelectorAll("[data-bulk], td button").length`); buttons != 0 {
+		t.Fatalf("the task list shows %d buttons to a read-only key", buttons)
+	}
+	b.open("#/ns/main/task/"+dead.ID, `#task-error`)
+	if buttons := eval[int](b, `document.querySelectorAll("button[data-action]").length`); buttons != 0 {
+		t.Fatalf("the task page shows %d action buttons to a read-only key", buttons)
+	}
+	b.shot("console-read-only")
+
+	status := eval[int](b, `fetch("/v1/tasks/`+dead.ID+`/retry", {method: "POST", headers: {Authorization: "Bearer " + sessionStorage.getItem("tessera.key")}}).then(r => r.status)`)
+	if status != 403 {
+		t.Fatalf("a retry forged with the read-only key: %d, want 403", status)
+	}
+	if got := s.task("main", adminKey, dead.ID); got.State != tessera.StateDead {
+		t.Fatalf("after the forged retry the task is %s", got.State)
+	}
+}
+
+// Hostile titles and record values render as text, on the console and on
+// the board: no element injected, no dialog, and a bidi override shown,
+// not obeyed. The board then follows the public stream live.
+func TestHostileTextRendersAsText(t *testing.T) {
+	s := newTestServer(t)
+	const title = `<img src=x onerror=alert(1)><script>alert(2)</script>` + "\u202e" + `gnp.exe`
+	const value = `<script>alert(3)</script></pre><img src=y onerror=alert(4)>`
+	s.must(200, "PUT", "/v1/buckets/results", adminKey, map[string]any{"public": true})
+	task := s.enqueue("main", adminKey, map[string]any{"title": title, "queue": "hostile", "public": true})
+	c := s.claim("main", adminKey, "hostile")
+	s.must(201, "PUT", "/v1/records/results/hostile", adminKey, map[string]any{"value": map[string]any{"html": value, "name": "\u202eexe.txt"}, "lease_token": c.Lease.Token})
+
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.open("#/ns/main/task/"+task.ID, `h1 bdi.title`)
+	b.click("show the record", `li button`, `pre.record-value`)
+	checkInert := func(where string) {
+		t.Helper()
+		imgs, scripts := eval[int](b, `document.querySelectorAll("img").length`), eval[int](b, `document.scripts.length`)
+		if imgs != 0 || scripts != 1 {
+			t.Fatalf("%s: %d img and %d script elements, want 0 and 1 (the page's own)", where, imgs, scripts)
+		}
+	}
+	checkInert("console")
+	shownTitle := eval[string](b, `document.querySelector("h1 bdi.title").textContent`)
+	bidi := eval[string](b, `document.querySelector("h1 bdi.title .bidi").textContent`)
+	record := eval[string](b, `document.querySelector("pre.record-value").textContent`)
+	if shownTitle != `<img src=x onerror=alert(1)><script>alert(2)</script>\u202Egnp.exe` || bidi != `\u202E` {
+		t.Fatalf("the title shows as %q (bidi control as %q)", shownTitle, bidi)
+	}
+	if !strings.Contains(record, `"html": "<script>alert(3)</script></pre><img src=y onerror=alert(4)>"`) || !strings.Contains(record, `\u202Eexe.txt`) {
+		t.Fatalf("the record value shows as %q", record)
+	}
+	b.shot("console-hostile")
+
+	// The board: keyless, the same text as text.
+	b.run("the board", chromedp.Navigate(s.URL+"/board"), chromedp.WaitVisible(chromedp.CSS(`li[data-task="`+task.ID+`"]`)))
+	checkInert("board")
+	shownTitle = eval[string](b, `document.querySelector('li[data-task="`+task.ID+`"] bdi').textContent`)
+	record = eval[string](b, `document.querySelector(".record pre").textContent`)
+	if shownTitle != `<img src=x onerror=alert(1)><script>alert(2)</script>\u202Egnp.exe` {
+		t.Fatalf("the board's title shows as %q", shownTitle)
+	}
+	if !strings.Contains(record, `"html": "<script>alert(3)</script></pre><img src=y onerror=alert(4)>"`) || strings.Contains(record, `\u003c`) {
+		t.Fatalf("the board's record value shows as %q", record)
+	}
+	step(b, "the board follows the stream", chromedp.Poll[bool](`document.getElementById("freshness").textContent === "live"`))
+	b.shot("board-hostile")
+	later := s.enqueue("main", adminKey, map[string]any{"title": "Arrived while the board was open", "queue": "hostile", "public": true})
+	b.visible("the new task appears", `li[data-task="`+later.ID+`"]`)
+	checkInert("board after an update")
+}
+
+// An admin key manages principals and keys from the console: it makes a
+// principal, a key for it (its secret shown once), and revokes the key;
+// the namespace's audit trail shows what happened.
+func TestConsoleAdminManagesKeys(t *testing.T) {
+	s := newTestServer(t)
+	seedConsole(s)
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.open("#/admin", `form input[name=display_name]`)
+	b.run("make a principal",
+		chromedp.SendKeys(chromedp.CSS(`input[name=display_name]`), "nightly-worker"),
+		chromedp.Click(chromedp.CSS(`form:first-of-type button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	if got := b.text(`.notice`); !strings.Contains(got, "Principal nightly-worker made") {
+		t.Fatalf("after making a principal: %q", got)
+	}
+	b.run("make a key for it",
+		chromedp.SetValue(chromedp.CSS(`input[name=scopes]`), "namespace:main read claim"),
+		chromedp.Click(chromedp.CSS(`form:nth-of-type(2) button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.secret code`)))
+	secret := b.text(`.secret code`)
+	if !strings.HasPrefix(secret, "tsk_") {
+		t.Fatalf("the new key shows as %q", secret)
+	}
+	s.must(200, "GET", "/v1/me", secret, nil)
+	b.shot("console-admin")
+	id := keyID(t, secret)
+	b.click("revoke it", `tr[data-key="`+id+`"] button.danger`, `tr[data-key="`+id+`"] .meta`)
+	if got := b.text(`tr[data-key="` + id + `"] .meta`); !strings.HasPrefix(got, "revoked") {
+		t.Fatalf("after revoking, the key's row says %q", got)
+	}
+	if r := s.do("GET", "/v1/me", secret, nil); r.Status != 401 {
+		t.Fatalf("the revoked key %s still answers %d", id, r.Status)
+	}
+	b.open("#/ns/main/audit", `td code`)
+	b.shot("console-audit")
+}

@@ -130,7 +130,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "store", a.Where, "data", dataDir,
+	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "console", *publicURL+"/console", "store", a.Where, "data", dataDir,
 		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns,
 		"max_connections_per_address", httpCfg.ConnsPerAddress, "keyless_rate", httpCfg.KeylessRate, "keyless_burst", httpCfg.KeylessBurst)
 	if a.CreatedKey != "" {

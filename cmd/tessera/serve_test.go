@@ -83,7 +83,7 @@ func TestTheFirstStartSaysWhereAndHowToConnect(t *testing.T) {
 	out := s.stderr.String()
 	abs, _ := filepath.Abs(data)
 	base := "http://" + addr
-	want := fmt.Sprintf(`msg="tessera serving" url=%s board=%s/board store="sqlite %s" data=%s `, base, base, filepath.Join(abs, "tessera.db"), abs)
+	want := fmt.Sprintf(`msg="tessera serving" url=%s board=%s/board console=%s/console store="sqlite %s" data=%s `, base, base, base, filepath.Join(abs, "tessera.db"), abs)
 	if !strings.Contains(out, want) {
 		t.Fatalf("the start line lacks\n%s\n--- stderr\n%s", want, out)
 	}

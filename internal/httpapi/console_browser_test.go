@@ -398,3 +398,34 @@ func TestConsoleAdminManagesKeys(t *testing.T) {
 	b.open("#/ns/main/audit", `td code`)
 	b.shot("console-audit")
 }
+
+// A task waiting on a parent shows what it waits on, linked; the parent
+// shows the checkpoint its run left; the child turns ready through the
+// live stream when the parent succeeds.
+func TestConsoleShowsDependenciesAndCheckpoints(t *testing.T) {
+	s := newTestServer(t)
+	parent := s.enqueue("main", adminKey, map[string]any{"title": "Fetch the corpus", "queue": "etl"})
+	child := s.enqueue("main", adminKey, map[string]any{"title": "Index the corpus", "queue": "etl", "after": []string{parent.ID}})
+	c := s.claimOf(t, "etl", parent.ID)
+	s.must(200, "POST", "/v1/claims/"+parent.ID+"/heartbeat", adminKey, map[string]any{"lease_token": c.Lease.Token,
+		"checkpoint": map[string]any{"fetched_pages": 1200}})
+
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.open("#/ns/main/task/"+child.ID, `#task-state[data-state="waiting"]`)
+	if got := b.text(`#task-next`); got != "waiting on 1 parent task(s) to finish" {
+		t.Fatalf("the waiting task's next step reads %q", got)
+	}
+	if got := eval[string](b, `document.querySelector("#task-after a").getAttribute("href")`); got != "#/ns/main/task/"+parent.ID {
+		t.Fatalf("the parent's link is %q", got)
+	}
+	b.shot("console-task-waiting")
+
+	b.open("#/ns/main/task/"+parent.ID, `#task-checkpoint`)
+	if got := b.text(`#task-checkpoint`); !strings.Contains(got, `"fetched_pages": 1200`) {
+		t.Fatalf("the parent's checkpoint reads %q", got)
+	}
+	b.open("#/ns/main/task/"+child.ID, `#task-state[data-state="waiting"]`)
+	s.submit("main", adminKey, c, tessera.OutcomeSucceeded)
+	b.visible("the child turns ready", `#task-state[data-state="ready"][data-updated-by="event"]`)
+}

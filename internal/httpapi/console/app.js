@@ -11,7 +11,7 @@
 "use strict";
 (() => {
   const KEY = "tessera.key";
-  const STATES = ["ready", "scheduled", "leased", "paused", "succeeded", "dead", "canceled"];
+  const STATES = ["waiting", "ready", "scheduled", "leased", "paused", "succeeded", "dead", "canceled"];
   const app = document.getElementById("app");
 
   // ---- DOM ----------------------------------------------------------
@@ -654,11 +654,15 @@
     const box = el("div");
     content.append(box);
     let fallback = null;
+    // A waiting task moves when a parent finishes, which is the parent's
+    // event: the page follows its parents' events too.
+    let follows = new Set([id]);
     const load = async (by) => {
       const [task, trail] = await Promise.all([
         api("GET", nsPath(ns, "/v1/tasks/" + encodeURIComponent(id))),
         api("GET", nsPath(ns, "/v1/tasks/" + encodeURIComponent(id) + "/trail")),
       ]);
+      follows = new Set([id, ...(task.dependency ? task.dependency.after : [])]);
       box.replaceChildren(taskPage(ns, task, trail, (action) => {
         // The change shows when the stream says it happened; if no event
         // comes (the stream is down), the page reads the task again.
@@ -672,7 +676,7 @@
     const reload = debounce((by) => load(by).catch(() => {}), 150);
     return {
       onEvent(ev) {
-        if (ev.task_id === id || ev.kind === "gap") {
+        if (follows.has(ev.task_id) || ev.kind === "gap") {
           clearTimeout(fallback);
           reload("event");
         }
@@ -682,6 +686,8 @@
 
   function nextStep(t) {
     switch (t.state) {
+      case "waiting":
+        return ["waiting on ", String(t.dependency ? t.dependency.waiting_on : "its"), " parent task(s) to finish"];
       case "scheduled":
         return t.attempts > 0 ? ["next attempt (", String(t.attempts + 1), " of ", String(t.max_attempts), ") ", when(t.run_at), " — the backoff of a failed run"] : ["scheduled to run ", when(t.run_at)];
       case "ready":
@@ -737,11 +743,16 @@
           el("dt", {}, "labels"), el("dd", {}, (t.labels || []).join(", ") || "—"),
           el("dt", {}, "made"), el("dd", {}, when(t.created_at), " by ", el("code", {}, t.created_by)),
           el("dt", {}, "updated"), el("dd", {}, when(t.updated_at)),
-          el("dt", {}, "run at"), el("dd", {}, when(t.run_at)))),
+          el("dt", {}, "run at"), el("dd", {}, when(t.run_at)),
+          t.dependency ? [el("dt", {}, "after"), el("dd", {id: "task-after"}, t.dependency.after.map((p, i) => [i ? ", " : "",
+            el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/task/" + encodeURIComponent(p)}, short(p))]),
+            " (", t.dependency.on_parent_failure === "run" ? "runs" : "canceled", " if one fails)")] : null)),
         el("div", {class: "card"}, el("strong", {}, "Brief"), t.brief ? el("pre", {}, text(t.brief)) : el("p", {class: "meta"}, "none"),
           el("strong", {}, "Payload"), el("pre", {}, text(pretty(t.payload))),
           t.result ? [el("strong", {}, "Result"), el("pre", {}, text(pretty(t.result)))] : null,
-          t.progress ? [el("strong", {}, "Progress"), el("pre", {}, text(pretty(t.progress)))] : null)),
+          t.progress ? [el("strong", {}, "Progress"), el("pre", {}, text(pretty(t.progress)))] : null,
+          t.checkpoint ? [el("strong", {}, "Checkpoint (attempt " + t.checkpoint.attempt + ", ", when(t.checkpoint.at), ")"),
+            el("pre", {id: "task-checkpoint"}, text(pretty(t.checkpoint.value)))] : null)),
       el("h2", {}, "Runs"),
       (t.runs || []).length ? el("div", {class: "scroll"}, el("table", {},
         el("thead", {}, el("tr", {}, ["run", "attempt", "holder", "started", "ended", "outcome", "error"].map((h) => el("th", {}, h)))),

@@ -96,7 +96,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}, unlock: unlock}
 	db, where, err := openStore(ctx, o, m)
 	a.Where = where
-	switch err = sqlite.Unavailable(err); {
+	switch {
 	case err == nil:
 		a.Store, a.closeStore = db, db.Close
 		// From here the day's totals are the deployment's, kept in the
@@ -108,7 +108,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		a.CreatedKey, err = core.Bootstrap(ctx, db, o.Clock, o.AdminKey)
 		// Storage that cannot serve for now (a full disk) is no reason
 		// not to start: the store stays open and answers 503 until it can.
-		if err = sqlite.Unavailable(err); tessera.ErrorCode(err) == tessera.CodeUnavailable {
+		if store.IsUnavailable(err) {
 			o.Log.Warn("storage unavailable at start-up; serving, with 503 until it can write", "err", err)
 			err = nil
 		}
@@ -120,7 +120,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		// A SQLite file that cannot be opened (a full disk) leaves the
 		// server answering discovery and 503; an unreachable PostgreSQL
 		// at start-up stays an error, for the supervisor to retry.
-		tessera.ErrorCode(err) == tessera.CodeUnavailable && isSQLite(o.Store):
+		store.IsUnavailable(err) && isSQLite(o.Store):
 		a.Refused = err
 		a.Store = store.Refusing(err)
 	default:

@@ -58,8 +58,9 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return a, err
 		}})
 	if err != nil {
-		writeError(w, ops.Fault(err))
-		s.core.Count("", tessera.MainNamespace, op, string(tessera.ErrorCode(err)))
+		e := ops.Fault(err)
+		writeError(w, e)
+		s.core.Count("", tessera.MainNamespace, op, string(e.Code))
 		return
 	}
 	// Answers carry lease tokens and keys: nothing may keep them.

@@ -71,8 +71,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 			err = core.NeedOf(core.ActMetrics).Check(a, tessera.MainNamespace)
 		}
 		if err != nil {
-			writeError(w, ops.Fault(err))
-			s.core.Count(principal, tessera.MainNamespace, core.ActMetrics, string(tessera.ErrorCode(err)))
+			e := ops.Fault(err)
+			writeError(w, e)
+			s.core.Count(principal, tessera.MainNamespace, core.ActMetrics, string(e.Code))
 			return
 		}
 	}

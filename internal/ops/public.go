@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
+	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -51,11 +52,12 @@ var publicOps = []*Op{
 }
 
 // publicFault keeps the API's own errors (a bad key, a missing grant, a
-// bad cursor, a refused audit write) and turns any other fault into 503
+// bad cursor, a refused audit write) and storage's own unavailability
+// with its hint, and turns any other fault into 503
 // unavailable: the public state cannot be read (SPEC §3.2).
 func publicFault(err error) error {
 	var e *tessera.Error
-	if err == nil || errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.As(err, &e) || store.IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return errors.Join(tessera.Errorf(tessera.CodeUnavailable, "the public state cannot be read right now"), err)

@@ -297,32 +297,40 @@ func (r refusing) Listen(func(string))                          {}
 func (r refusing) Close() error                                 { return nil }
 
 // UnavailableError is storage that cannot serve for now — a full disk, an
-// I/O error, an unreachable or restarting server — with when to try again.
-// A backend returns it for a fault that waiting may cure; the API answers
-// it 503 unavailable with its hint, on every transport alike.
+// I/O error, an unreachable or restarting server, a commit whose outcome
+// is unknown — with when to try again. A backend returns it for a fault
+// that waiting (or a restart) may cure; the API answers it 503 unavailable
+// with its hint, on every transport alike (ops.Fault).
 type UnavailableError struct {
-	// Why says what is wrong, in words a client may read.
-	Why        string
+	// Message says what is wrong and what to do, in words a client may
+	// read; nothing of the fault underneath, which Err keeps for the logs.
+	Message    string
 	RetryAfter time.Duration
 	Err        error
 }
 
-// Unavailable wraps err, the fault underneath, as an UnavailableError.
-func Unavailable(why string, retryAfter time.Duration, err error) error {
-	return &UnavailableError{Why: why, RetryAfter: retryAfter, Err: err}
+// Unavailable wraps err, the fault underneath (nil for none), as an
+// UnavailableError.
+func Unavailable(message string, retryAfter time.Duration, err error) error {
+	return &UnavailableError{Message: message, RetryAfter: retryAfter, Err: err}
+}
+
+// IsUnavailable reports whether err is, or wraps, an UnavailableError.
+func IsUnavailable(err error) bool {
+	var u *UnavailableError
+	return errors.As(err, &u)
 }
 
 func (e *UnavailableError) Error() string {
 	if e.Err == nil {
-		return "storage unavailable: " + e.Why
+		return e.Message
 	}
-	return "storage unavailable: " + e.Why + ": " + e.Err.Error()
+	return e.Message + ": " + e.Err.Error()
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// API is the error a client sees: unavailable, the reason and the hint,
-// nothing of the fault underneath.
+// API is the error a client sees: unavailable, the message and the hint.
 func (e *UnavailableError) API() *tessera.Error {
-	return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: e.RetryAfter, Message: "storage is unavailable (" + e.Why + ")"}
+	return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: e.RetryAfter, Message: e.Message}
 }

@@ -488,13 +488,13 @@ func translate(err error, refusing bool, m *meter.Meter) error {
 // It is never retried here; the client's retry with its Idempotency-Key
 // finds the first answer if it did.
 func outcomeUnknown(err error) error {
-	return errors.Join(&tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: unavailableAfter + rand.N(time.Second),
-		Message: "the connection to the database broke while committing; outcome unknown; retry with the same Idempotency-Key"}, err)
+	return store.Unavailable("the connection to the database broke while committing; outcome unknown; retry with the same Idempotency-Key",
+		unavailableAfter+rand.N(time.Second), err)
 }
 
 func unavailable(err error) error {
-	return errors.Join(&tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: unavailableAfter + rand.N(time.Second),
-		Message: "the database cannot answer right now; nothing was changed unless a retry finds it done"}, err)
+	return store.Unavailable("the database cannot answer right now; nothing was changed unless a retry finds it done",
+		unavailableAfter+rand.N(time.Second), err)
 }
 
 // isConnectionFailure reports whether err says the database could not be

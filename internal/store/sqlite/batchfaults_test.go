@@ -91,7 +91,7 @@ func TestWholeRollbackFailsTheBatch(t *testing.T) {
 	if errB == nil {
 		t.Fatal("B did not fail")
 	}
-	if tessera.ErrorCode(errA) != tessera.CodeUnavailable || tessera.ErrorCode(errB) != tessera.CodeUnavailable {
+	if !store.IsUnavailable(errA) || !store.IsUnavailable(errB) {
 		t.Errorf("A and B answered %v and %v, want unavailable", errA, errB)
 	}
 	if taskExists(t, db, "01A") {

@@ -8,7 +8,6 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
-	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 // Group commit. One goroutine, the committer, owns the writer connection.
@@ -282,7 +281,7 @@ func (b *batch) lost(err error, p any) {
 	// The others hear the storage error that undid them, never a domain
 	// error of the last request's own.
 	cause := own
-	if p != nil || tessera.ErrorCode(own) != tessera.CodeUnavailable {
+	if p != nil || !store.IsUnavailable(own) {
 		cause = errTxLost
 	}
 	b.failAll(fmt.Errorf("rolled back with its batch: %w", cause))

@@ -221,8 +221,8 @@ func TestFailedFsyncStopsTheStore(t *testing.T) {
 	db.dur.syncFile = func(*os.File) error { return syscall.EIO }
 	unavailable := func(what string, err error) {
 		t.Helper()
-		var e *tessera.Error
-		if !errors.As(err, &e) || e.Code != tessera.CodeUnavailable || !strings.Contains(e.Message, "restart the server") {
+		var u *store.UnavailableError
+		if !errors.As(err, &u) || !strings.Contains(u.Message, "restart the server") {
 			t.Errorf("%s: %v, want unavailable until a restart", what, err)
 		}
 	}

@@ -34,7 +34,6 @@ import (
 	"github.com/tessera-dev/tessera/internal/fsync"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
-	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 //go:embed migrations/*.sql
@@ -89,6 +88,13 @@ var (
 // Open opens (creating if needed) the database at path and brings its
 // schema up to date. An up-to-date store is opened without writing.
 func Open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
+	db, err := open(ctx, path, m)
+	// A store that cannot be opened for a full disk is storage that cannot
+	// serve for now, as a statement's would be.
+	return db, unavailable(err)
+}
+
+func open(ctx context.Context, path string, m *meter.Meter) (*DB, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		// Not even an empty file is created while writes are refused.
 		if err := m.WriteRefusal(); err != nil {
@@ -197,7 +203,7 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 			db.listen(t)
 		}
 	}
-	return Unavailable(err)
+	return unavailable(err)
 }
 
 // View runs fn in a read transaction on a pooled query-only connection.
@@ -221,7 +227,7 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	if e := db.dur.await(ctx); e != nil {
 		err = e
 	}
-	return Unavailable(err)
+	return unavailable(err)
 }
 
 var errStoreClosed = errors.New("sqlite: store closed")
@@ -357,8 +363,8 @@ type conn struct {
 // errTxLost refuses a statement of the writer once SQLite has rolled back
 // the batch's whole transaction (commit.go): run anyway, it would commit
 // on its own, unsynced and outside any batch.
-var errTxLost = &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: time.Second,
-	Message: "storage is unavailable (a failed write rolled back the transaction this one ran in); the operation was not completed"}
+var errTxLost = store.Unavailable("storage is unavailable (a failed write rolled back the transaction this one ran in); the operation was not completed",
+	time.Second, nil)
 
 // guard is the allowance check of every statement (SPEC §13): once the
 // written allowance is spent, any statement that could write is refused,
@@ -608,20 +614,18 @@ func translate(err error) error {
 	if errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY) || errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) {
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	}
-	return Unavailable(err)
+	return unavailable(err)
 }
 
-// Unavailable maps the engine's errors that say storage cannot serve for
+// unavailable maps the engine's errors that say storage cannot serve for
 // now — the disk is full, the file cannot be read or written, the database
-// stays locked past the busy timeout — to the API's 503 unavailable with a
-// Retry-After, keeping the engine's error behind it for the logs. Any other
-// error comes back as it was: a 500 is for bugs. SQLite reports a full
-// disk at COMMIT as often as at a statement, and opening a store is no
-// statement, so Update and View apply this to whole transactions, and the
-// server to Open, as well as each statement.
-func Unavailable(err error) error {
-	var e *tessera.Error
-	if err == nil || errors.As(err, &e) {
+// stays locked past the busy timeout — to store.Unavailable with a retry
+// hint, keeping the engine's error behind it for the logs. Any other error
+// comes back as it was: a 500 is for bugs. SQLite reports a full disk at
+// COMMIT as often as at a statement, so Update, View and Open apply this
+// to whole transactions as well as each statement.
+func unavailable(err error) error {
+	if err == nil || store.IsUnavailable(err) {
 		return err
 	}
 	var why string
@@ -636,8 +640,7 @@ func Unavailable(err error) error {
 	default:
 		return err
 	}
-	return fmt.Errorf("%w: %w", &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: wait,
-		Message: "storage is unavailable (" + why + "); the operation was not completed"}, err)
+	return store.Unavailable("storage is unavailable ("+why+"); the operation was not completed", wait, err)
 }
 
 func firstLine(sql string) string {

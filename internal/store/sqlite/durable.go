@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tessera-dev/tessera/internal/tessera"
+	"github.com/tessera-dev/tessera/internal/store"
 )
 
 // Durability off the committer's path. The writer runs with
@@ -58,7 +58,7 @@ type durability struct {
 	// advanced is closed, and replaced, each time durable moves.
 	advanced chan struct{}
 	// failed is set for good by a failed fsync (see fail).
-	failed atomic.Pointer[tessera.Error]
+	failed atomic.Pointer[store.UnavailableError]
 }
 
 func newDurability(walPath string) (*durability, error) {
@@ -122,11 +122,10 @@ func (d *durability) wake() {
 // (PostgreSQL panics for the same reason). After a restart SQLite
 // recovers what the WAL really holds.
 func (d *durability) fail(err error) error {
-	e := &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: 30 * time.Second,
-		Message: "storage is unavailable (the write-ahead log could not be synced to disk, so the last writes may not be durable); restart the server"}
-	d.failed.CompareAndSwap(nil, e)
+	d.failed.CompareAndSwap(nil, &store.UnavailableError{RetryAfter: 30 * time.Second, Err: err,
+		Message: "storage is unavailable (the write-ahead log could not be synced to disk, so the last writes may not be durable); restart the server"})
 	d.wake()
-	return fmt.Errorf("%w: %w", d.failed.Load(), err)
+	return d.failed.Load()
 }
 
 // broken is the failed fsync's error once there has been one.

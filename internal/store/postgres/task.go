@@ -268,6 +268,9 @@ const purgeBatchSQL = `SELECT namespace, id FROM tasks WHERE finished_at < $1 OR
 // rechecks only its own WHERE, and the events and runs have none that
 // says finished. Locked ones are skipped, for a later pass.
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := t.seekOnly(ctx); err != nil {
+		return 0, err
+	}
 	var nss, ids []string
 	err := t.query(ctx, purgeBatchSQL, []any{ms(before), limit}, func(rows pgx.Rows) error {
 		var ns, id string

@@ -22,4 +22,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("audit", func(t *testing.T) { testAudit(t, open) })
 	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
 	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
+	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
 }

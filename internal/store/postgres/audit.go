@@ -118,9 +118,6 @@ func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error 
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := t.seekOnly(ctx); err != nil {
-		return 0, err
-	}
 	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
  SELECT e.ctid FROM ns CROSS JOIN LATERAL (
    SELECT ctid FROM audit_events WHERE namespace = ns.n AND id < $1 ORDER BY id LIMIT $2) e
@@ -130,9 +127,6 @@ func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) 
 }
 
 func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := t.seekOnly(ctx); err != nil {
-		return 0, err
-	}
 	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_counters")+`DELETE FROM audit_counters WHERE ctid = ANY(ARRAY(
  SELECT c.ctid FROM ns CROSS JOIN LATERAL (
    SELECT ctid FROM audit_counters WHERE namespace = ns.n AND minute < $1 ORDER BY minute LIMIT $2) c
@@ -141,9 +135,6 @@ func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int
 }
 
 func (t *tx) IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := t.seekOnly(ctx); err != nil {
-		return 0, err
-	}
 	n, err := t.exec(ctx, `DELETE FROM idempotency WHERE ctid = ANY(ARRAY(
  SELECT ctid FROM idempotency WHERE created_at < $1 ORDER BY created_at LIMIT $2))`, ms(before), limit)
 	return int(n), err

@@ -85,6 +85,21 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 	if !strings.Contains(url, "pool_max_conns=") { // in a URL's query or a key=value string alike
 		cfg.MaxConns = DefaultPoolSize
 	}
+	// Every statement of this store is written to walk an index from a
+	// seek, and the meter counts what it walks. PostgreSQL's planner,
+	// costing a table that is small or not yet analyzed, takes a
+	// sequential scan instead and reads it whole: at every retention pass
+	// (an idle worker's day once read 216,000 rows of its own counters
+	// that way) and every health read. Off, a scan is only what a
+	// statement with no index to use still gets (the count changes
+	// gathered in a temporary table); the cost it is charged then would
+	// make PostgreSQL compile that statement with JIT at every commit
+	// (200 ms each), which an OLTP store never wants anyway.
+	for name, value := range map[string]string{"enable_seqscan": "off", "jit": "off"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[name]; !set {
+			cfg.ConnConfig.RuntimeParams[name] = value
+		}
+	}
 	db := &DB{meter: m, log: slog.New(slog.DiscardHandler), node: tessera.RandomToken(12)}
 	for _, o := range opts {
 		o(db)
@@ -281,8 +296,6 @@ type tx struct {
 	// readOnly: a View, or an Update while writes are refused.
 	readOnly, refusing bool
 	topics             []string // notified when the transaction commits
-	// seeking: the planner has been told to seek (seekOnly).
-	seeking bool
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -291,24 +304,6 @@ func (t *tx) Notify(_ context.Context, topic string) {
 	if !slices.Contains(t.topics, topic) {
 		t.topics = append(t.topics, topic)
 	}
-}
-
-// seekOnly keeps the rest of the transaction off sequential scans. A
-// purge's one right plan walks an index from its cutoff and deletes what
-// it found by key; PostgreSQL's planner, costing a table that is small or
-// not yet analyzed, scans and hashes the whole table instead, at every
-// pass (an idle worker's day once read 216,000 rows of its own counters
-// that way). Retention runs each purge in a transaction of its own, so
-// nothing else is planned under the setting.
-func (t *tx) seekOnly(ctx context.Context) error {
-	if t.seeking {
-		return nil
-	}
-	if _, err := t.exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-		return err
-	}
-	t.seeking = true
-	return nil
 }
 
 // guard is the allowance check of every statement (SPEC §13): once the

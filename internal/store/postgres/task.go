@@ -15,9 +15,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const taskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
- created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+const taskCols = sqlschema.TaskCols
 
 // taskRow scans the task columns.
 type taskRow struct {
@@ -172,31 +170,32 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 }
 
 // claimSQL picks and leases the next ready task and inserts its run, in one
-// statement. The pick walks tasks_ready in claim order and takes the first
-// row it can lock at once (SKIP LOCKED): concurrent claims each get
+// statement. The pick walks the claim index in claim order and takes the
+// first row it can lock at once (SKIP LOCKED): concurrent claims each get
 // another task and never wait for each other. A row another transaction
 // changed after this statement began is re-checked when it is locked, and
 // skipped if it is no longer ready.
-const claimSQL = `WITH picked AS (
-  SELECT namespace, id FROM tasks
-  WHERE namespace = $1 AND queue = $2 AND state = 'ready' AND lease_expires_at IS NULL AND run_at <= $3
-  ORDER BY priority DESC, run_at, id LIMIT 1
+var claimSQL = sqlschema.Numbered1(`WITH picked AS (
+  SELECT namespace, id FROM tasks WHERE ` + sqlschema.Claimable + `
+  ORDER BY ` + sqlschema.ClaimOrder + ` LIMIT 1
   FOR UPDATE SKIP LOCKED
 ), leased AS (
-  UPDATE tasks t SET state = 'leased', attempts = t.attempts + 1, version = t.version + 1, updated_at = $3,
-    lease_run_id = $4, lease_holder = $5, lease_token_hash = $6, lease_expires_at = $7, lease_seconds = $8
+  UPDATE tasks t SET state = 'leased', attempts = t.attempts + 1, version = t.version + 1, updated_at = ?,
+    lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
   FROM picked WHERE t.namespace = picked.namespace AND t.id = picked.id
   RETURNING t.*
 ), run AS (
   INSERT INTO runs (namespace, run_id, task_id, holder, attempt, started_at)
-  SELECT namespace, $4, id, $5, attempts, $3 FROM leased
+  SELECT namespace, ?, id, ?, attempts, ? FROM leased
 )
-SELECT ` + taskCols + ` FROM leased`
+SELECT ` + taskCols + ` FROM leased`)
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	l := p.Lease
 	var r taskRow
-	err := t.one(ctx, claimSQL, []any{p.Namespace, p.Queue, ms(p.Now), l.RunID, l.Holder, l.TokenHash, ms(l.ExpiresAt), l.Seconds}, r.dest()...)
+	now := ms(p.Now)
+	err := t.one(ctx, claimSQL, []any{p.Namespace, p.Queue, now, now, l.RunID, l.Holder, l.TokenHash, ms(l.ExpiresAt), l.Seconds,
+		l.RunID, l.Holder, now}, r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,10 +206,11 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 // holds: concurrent claims on one queue share out its lapse work instead of
 // queueing behind each other for the same tasks. (A read-only transaction
 // cannot lock; it only reads.)
+var lapsedSQL = sqlschema.Numbered1(`SELECT ` + taskCols + ` FROM tasks WHERE ` + sqlschema.Lapsed +
+	` ORDER BY ` + sqlschema.LapseOrder + ` LIMIT ?`)
+
 func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks
- WHERE namespace = $1 AND queue = $2 AND state = 'leased' AND lease_expires_at <= $3
- ORDER BY lease_expires_at LIMIT $4`
+	sql := lapsedSQL
 	if !t.readOnly {
 		sql += ` FOR UPDATE SKIP LOCKED`
 	}
@@ -260,7 +260,7 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 	return t.tasks(ctx, sql, args)
 }
 
-const purgeBatchSQL = `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+var purgeBatchSQL = sqlschema.Numbered1(sqlschema.FinishedBefore + ` FOR UPDATE SKIP LOCKED`)
 
 // TasksFinishedPurge locks the tasks it deletes first. Unlocked, a task
 // retried (live again) or given an event by a transaction still open
@@ -268,9 +268,6 @@ const purgeBatchSQL = `SELECT namespace, id FROM tasks WHERE finished_at < $1 OR
 // rechecks only its own WHERE, and the events and runs have none that
 // says finished. Locked ones are skipped, for a later pass.
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := t.seekOnly(ctx); err != nil {
-		return 0, err
-	}
 	var nss, ids []string
 	err := t.query(ctx, purgeBatchSQL, []any{ms(before), limit}, func(rows pgx.Rows) error {
 		var ns, id string

@@ -52,6 +52,16 @@ func raw(v *string) json.RawMessage {
 	return json.RawMessage(*v)
 }
 
+// bound is a statement's arguments as this backend binds them (arg), for
+// a statement written once for both backends with Go values (package
+// sqlschema).
+func bound(args []any) []any {
+	for i, a := range args {
+		args[i] = arg(a)
+	}
+	return args
+}
+
 // nullable stores "" as NULL, so optional ids read back as "".
 func nullable(s string) any {
 	if s == "" {

@@ -14,9 +14,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const taskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
- created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+const taskCols = sqlschema.TaskCols
 
 func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 	t := &tessera.Task{
@@ -116,13 +114,11 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 	// One statement picks and leases the task. No lock is needed: this
 	// connection is the only writer, so nothing runs between the pick and
 	// the write. INDEXED BY pins the plan to the claim index, where ready
-	// tasks (no lease expiry) lie in claim order: the pick is one seek,
-	// whatever the history.
+	// tasks lie in claim order: the pick is one seek, whatever the history.
 	err := t.one(ctx, `UPDATE tasks SET state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
  lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
- WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim
-   WHERE namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL AND run_at <= ?
-   ORDER BY priority DESC, run_at, id LIMIT 1)
+ WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Claimable+`
+   ORDER BY `+sqlschema.ClaimOrder+` LIMIT 1)
  RETURNING `+taskCols, []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, p.Namespace, p.Namespace, p.Queue, p.Now},
 		func(s *sqlite3.Stmt) (err error) {
 			task, err = scanTask(s)
@@ -141,9 +137,8 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 
 func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
 	// The claim index holds leased tasks by expiry: a range seek.
-	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks INDEXED BY tasks_claim
- WHERE namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ?
- ORDER BY lease_expires_at LIMIT ?`, []any{ns, queue, now, limit})
+	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Lapsed+`
+ ORDER BY `+sqlschema.LapseOrder+` LIMIT ?`, []any{ns, queue, now, limit})
 }
 
 func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task, error) {
@@ -194,7 +189,7 @@ func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tes
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	type key struct{ ns, id string }
 	var keys []key
-	err := t.c.query(ctx, `SELECT namespace, id FROM tasks INDEXED BY tasks_finished WHERE finished_at < ? ORDER BY finished_at LIMIT ?`,
+	err := t.c.query(ctx, sqlschema.FinishedBefore,
 		[]any{before, limit}, func(s *sqlite3.Stmt) error {
 			keys = append(keys, key{s.ColumnText(0), s.ColumnText(1)})
 			return nil

@@ -1,8 +1,8 @@
 // Package sqlschema holds what both SQL backends (sqlite, postgres) share of
 // Tessera's one logical schema, so a second backend is not a second copy of
-// a rule: which columns a task change writes, the tables a namespace purge
-// empties, how counts rows turn into counts by state, and the scope of an
-// audit read. SQL here uses ? placeholders; a backend with numbered ones
+// a rule: which columns a task change writes, the task statements over the
+// one task index (tasks.go), the tables a namespace purge empties, how
+// counts rows turn into counts by state, and the scope of an audit read. SQL here uses ? placeholders; a backend with numbered ones
 // rewrites them (Numbered).
 package sqlschema
 
@@ -104,36 +104,13 @@ func sameLeaseField(i int, a, b *tessera.Lease) bool {
 	return a.Seconds == b.Seconds
 }
 
-// StateAll is the counts row of every task of a queue: ready has no row of
-// its own and is StateAll less the other states.
-const StateAll = "all"
-
-// ReadyFromAll turns counts rows that hold StateAll and no ready row into
-// rows with ready. Rows come ordered by queue.
-func ReadyFromAll(rows []store.QueueCount) []store.QueueCount {
-	out := make([]store.QueueCount, 0, len(rows))
-	for i := 0; i < len(rows); {
-		q, all, others := rows[i].Queue, 0, 0
-		for ; i < len(rows) && rows[i].Queue == q; i++ {
-			if rows[i].State == StateAll {
-				all = rows[i].Count
-				continue
-			}
-			others += rows[i].Count
-			out = append(out, rows[i])
-		}
-		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
-	}
-	return out
-}
-
 // namespaceTables are the tables a namespace purge empties, children before
 // parents, each with its primary key (every one leads with namespace).
 var namespaceTables = []struct{ Table, Key string }{
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"tasks", "namespace, id"},
-	{"task_counts", "namespace, queue, state, public, shard"},
+	{"task_counts", "namespace, queue, public, shard"},
 	{"record_versions", "namespace, bucket, key, version"},
 	{"record_heads", "namespace, bucket, key"},
 	{"buckets", "namespace, name"},

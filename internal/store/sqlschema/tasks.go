@@ -1,0 +1,123 @@
+package sqlschema
+
+import (
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/tessera"
+)
+
+// The task statements both backends run alike, over the one index on tasks
+// (tasks_claim: finished_at, namespace, queue, state, lease_expires_at,
+// priority DESC, run_at, id). Live tasks share a NULL finished_at and
+// ready ones a NULL lease expiry, so the claim, the lapse check and the
+// ready reads are ranges of it, and retention a range of its first column.
+// Each ORDER BY names the index's columns from finished_at on, the NULL
+// ones too: PostgreSQL's planner takes "x IS NULL" as fixing nothing, and
+// would sort what the index already orders.
+
+// TaskCols are the task columns every task read selects, in the order the
+// backends scan them.
+const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
+ created_by, created_at, updated_at, cancel_requested, result, error, progress,
+ lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+
+// readyOf is the ready tasks of one queue: arguments namespace, queue.
+const readyOf = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL`
+
+// Claimable is the condition of a task a claim may take — ready, its
+// run_at come — with arguments namespace, queue, now; ClaimOrder the order
+// it takes them in: highest priority, then oldest run_at, then id.
+const (
+	Claimable  = readyOf + ` AND run_at <= ?`
+	ClaimOrder = `finished_at, lease_expires_at, priority DESC, run_at, id`
+)
+
+// Lapsed is the condition of a leased task of a queue whose lease expired:
+// arguments namespace, queue, now. LapseOrder walks them soonest expiry
+// first.
+const (
+	Lapsed     = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ?`
+	LapseOrder = `finished_at, lease_expires_at`
+)
+
+// LapsedCount counts a queue's lapsed leases (of its public tasks only,
+// for a read without a key), in the index's order for the reason
+// Scheduled gives.
+func LapsedCount(ns, queue string, now time.Time, v store.Visibility) (string, []any) {
+	sql, args := `SELECT count(*) FROM (SELECT lease_expires_at FROM tasks WHERE `+Lapsed, []any{ns, queue, now}
+	if v == store.PublicOnly {
+		sql, args = sql+` AND public = ?`, append(args, true)
+	}
+	return sql + ` ORDER BY ` + LapseOrder + `) s`, args
+}
+
+// FinishedBefore picks finished tasks that finished before its argument,
+// oldest first, at most its second: retention's batch.
+const FinishedBefore = `SELECT namespace, id FROM tasks WHERE finished_at < ? ORDER BY finished_at LIMIT ?`
+
+// readyPriorities walks the distinct priorities of a queue's ready tasks,
+// highest first, one seek each (a loose index scan, which neither engine
+// does by itself): arguments namespace, queue twice.
+const readyPriorities = `WITH RECURSIVE p(prio) AS (
+  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` ORDER BY finished_at, lease_expires_at, priority DESC LIMIT 1)
+  UNION ALL
+  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` AND priority < p.prio
+    ORDER BY finished_at, lease_expires_at, priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
+`
+
+// OldestReady is the oldest run_at of a queue's ready tasks, NULL for
+// none: the first entry of each priority's range, a seek each. Whether
+// its time came is the caller's to judge.
+func OldestReady(ns, queue string) (string, []any) {
+	return readyPriorities + `SELECT min((SELECT run_at FROM tasks WHERE ` + readyOf + ` AND priority = p.prio
+   ORDER BY finished_at, lease_expires_at, priority DESC, run_at LIMIT 1)) FROM p WHERE p.prio IS NOT NULL`,
+		[]any{ns, queue, ns, queue, ns, queue}
+}
+
+// Scheduled counts a queue's ready tasks whose run_at is after now: per
+// priority, the range past now, so it costs the scheduled tasks and a
+// seek per priority, not the tasks that are due. The range is counted in
+// the index's order: a count alone leaves PostgreSQL free to pick any
+// index that holds the namespace, and on a table it has no statistics of
+// yet it picked the primary key, walking every task of the namespace.
+func Scheduled(ns, queue string, now time.Time) (string, []any) {
+	return readyPriorities + `SELECT coalesce(sum((SELECT count(*) FROM (SELECT run_at FROM tasks WHERE ` + readyOf + `
+     AND priority = p.prio AND run_at > ? ORDER BY finished_at, lease_expires_at, priority DESC, run_at) s)), 0)
+ FROM p WHERE p.prio IS NOT NULL`, []any{ns, queue, ns, queue, ns, queue, now}
+}
+
+// PublicOldestReady and PublicScheduled are the same for a queue's public
+// tasks, from public_ready (which holds only them, by run_at).
+const (
+	PublicOldestReady = `SELECT run_at FROM public_ready WHERE namespace = ? AND queue = ? ORDER BY run_at LIMIT 1`
+	PublicScheduled   = `SELECT count(*) FROM public_ready WHERE namespace = ? AND queue = ? AND run_at > ?`
+)
+
+// StateCounts reads a namespace's task counts, a row per queue (summed
+// over visibilities and shards): queue, total, leased, paused, succeeded,
+// dead, canceled.
+func StateCounts(ns string, v store.Visibility) (string, []any) {
+	sql, args := `SELECT queue, sum(total), sum(leased), sum(paused), sum(succeeded), sum(dead), sum(canceled)
+ FROM task_counts WHERE namespace = ?`, []any{ns}
+	if v == store.PublicOnly {
+		sql, args = sql+` AND public = ?`, append(args, true)
+	}
+	return sql + ` GROUP BY queue ORDER BY queue`, args
+}
+
+// countedStates are the stored states with a column of their own in
+// task_counts, in StateCounts' order; ready is the total less them.
+var countedStates = [...]string{tessera.StateLeased, tessera.StatePaused, tessera.StateSucceeded, tessera.StateDead, tessera.StateCanceled}
+
+// QueueCounts turns one row of StateCounts (a queue's total, then the
+// counted states in order) into a count per stored state, ready included.
+func QueueCounts(queue string, total int64, counted [len(countedStates)]int64) []store.QueueCount {
+	out := make([]store.QueueCount, 0, len(countedStates)+1)
+	ready := total
+	for i, st := range countedStates {
+		out = append(out, store.QueueCount{Queue: queue, State: st, Count: int(counted[i])})
+		ready -= counted[i]
+	}
+	return append(out, store.QueueCount{Queue: queue, State: tessera.StateReady, Count: int(ready)})
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -187,8 +188,12 @@ func (s *Service) lapse(ctx context.Context, tx store.Tx, ns, queue string, now 
 // backs off, or kills the task when attempts are spent. The holder hears
 // of a lapse, and a task that became claimable wakes its queue's claims.
 func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	if task.Run == nil || task.Run.ID != task.Lease.RunID {
+		return fmt.Errorf("task %s: its lease's run %s is not the run on its row", task.ID, task.Lease.RunID)
+	}
 	before := task.Copy()
-	run := &tessera.Run{ID: task.Lease.RunID, TaskID: task.ID, EndedAt: &now, Outcome: outcome, Error: errMsg}
+	// The run ends on the task's row, in the same write as the task.
+	task.Run.EndedAt, task.Run.Outcome, task.Run.Error = &now, outcome, errMsg
 	switch {
 	case task.CancelRequested:
 		task.State = tessera.StateCanceled
@@ -221,7 +226,7 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 	if task.State == tessera.StateReady && !task.RunAt.After(now) {
 		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
 	}
-	return tx.RunEnd(ctx, task.Namespace, run)
+	return nil
 }
 
 // jitter adds up to 10 % to d, so retries of tasks that failed together
@@ -543,7 +548,7 @@ func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, 
 		if err != nil {
 			return notFound(err, "task", id)
 		}
-		if !a.Scopes().Admin() && !heldBy(ctx, tx, task, a.Principal.ID) {
+		if !a.Scopes().Admin() && !heldBy(task, a.Principal.ID) {
 			return tessera.Errorf(tessera.CodeForbidden, "claim events are for the task's lease holder")
 		}
 		out.State = task.VisibleState(s.clock.Now())
@@ -565,10 +570,9 @@ func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, 
 
 // heldBy reports whether principal holds the task's lease or, once the lease
 // is over, held its last run: the holder may still read how it ended.
-func heldBy(ctx context.Context, tx store.Tx, task *tessera.Task, principal string) bool {
+func heldBy(task *tessera.Task, principal string) bool {
 	if task.Lease != nil {
 		return task.Lease.Holder == principal
 	}
-	runs, err := tx.RunList(ctx, task.Namespace, task.ID)
-	return err == nil && len(runs) > 0 && runs[len(runs)-1].Holder == principal
+	return task.Run != nil && task.Run.Holder == principal
 }

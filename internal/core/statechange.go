@@ -130,16 +130,12 @@ func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task)
 			t.tasks = map[[2]string]tessera.Task{}
 		}
 		t.tasks[[2]string{after.Namespace, after.ID}] = tessera.Task{Queue: after.Queue, State: after.State}
+		// A run ends on its task's row, in the write that moves the task on.
+		if r := after.Run; r != nil && r.EndedAt != nil && (before.Run == nil || before.Run.EndedAt == nil) {
+			t.ends = append(t.ends, runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome})
+		}
 	}
 	return t.mark(ctx, before.Namespace, err)
-}
-
-func (t *watchedTx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	err := t.Tx.RunEnd(ctx, ns, r)
-	if err == nil {
-		t.ends = append(t.ends, runEnded{ns: ns, taskID: r.TaskID, outcome: r.Outcome})
-	}
-	return err
 }
 
 func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {

@@ -126,7 +126,7 @@ type Tx interface {
 	// TaskUpdate writes after over the stored task, if the stored task is
 	// still at before.Version (the version before was read at): only the
 	// mutable fields that differ between the two (state, attempts, run_at,
-	// lease, cancel flag, result, error, progress, finished_at,
+	// lease, run, cancel flag, result, error, progress, finished_at,
 	// updated_at) are written, and the version goes up by one (after.Version
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
@@ -134,8 +134,9 @@ type Tx interface {
 	// TaskClaim leases the next ready task of a queue — highest priority,
 	// then oldest run_at, then id, run_at come — in one atomic operation
 	// with its run: state leased, one more attempt, the lease of p, and a
-	// run numbered by that attempt. Two concurrent claims never get one
-	// task. It returns the task as leased; ErrNotFound when none is ready.
+	// run numbered by that attempt on the task's row (the run it replaces
+	// goes to the history). Two concurrent claims never get one task. It
+	// returns the task as leased; ErrNotFound when none is ready.
 	TaskClaim(ctx context.Context, p TaskClaim) (*tessera.Task, error)
 	// TaskLapsed returns at most limit leased tasks of a queue whose lease
 	// expired at or before now, soonest expiry first, through an index that
@@ -149,8 +150,9 @@ type Tx interface {
 	// through the finished index, and reports how many.
 	TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error)
 
-	// RunEnd records the end of a run.
-	RunEnd(ctx context.Context, ns string, r *tessera.Run) error
+	// RunList returns a task's runs, oldest first: the history, then the
+	// run on the task's row (tessera.Task.Run), which TaskClaim starts
+	// and TaskUpdate ends.
 	RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error)
 
 	// TaskEventAppend stores e with the next sequence number of its task —

@@ -28,14 +28,51 @@ type taskRow struct {
 	leaseToken                []byte
 	leaseExpires, finished    *int64
 	leaseSeconds              *int32
+	run                       runRow
+}
+
+// runRow scans a run's columns (sqlschema.RunCols); a task's run is all
+// NULL when it has none.
+type runRow struct {
+	id, holder, outcome, errText *string
+	attempt                      *int32
+	started, ended               *int64
+}
+
+func (r *runRow) dest() []any {
+	return []any{&r.id, &r.holder, &r.attempt, &r.started, &r.ended, &r.outcome, &r.errText}
+}
+
+// get is the run scanned, nil for none.
+func (r *runRow) get(taskID string) *tessera.Run {
+	if r.id == nil {
+		return nil
+	}
+	run := &tessera.Run{ID: *r.id, TaskID: taskID, EndedAt: timePtr(r.ended)}
+	if r.holder != nil {
+		run.Holder = *r.holder
+	}
+	if r.attempt != nil {
+		run.Attempt = int(*r.attempt)
+	}
+	if r.started != nil {
+		run.StartedAt = fromMS(*r.started)
+	}
+	if r.outcome != nil {
+		run.Outcome = *r.outcome
+	}
+	if r.errText != nil {
+		run.Error = *r.errText
+	}
+	return run
 }
 
 func (r *taskRow) dest() []any {
 	t := &r.t
-	return []any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
+	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}
+		&r.finished, &t.Version}, r.run.dest()...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -60,6 +97,7 @@ func (r *taskRow) task() (*tessera.Task, error) {
 			t.Lease.Seconds = int(*r.leaseSeconds)
 		}
 	}
+	t.Run = r.run.get(t.ID)
 	return &t, nil
 }
 
@@ -93,6 +131,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 		task.CreatedBy, ms(task.CreatedAt), ms(task.UpdatedAt), task.CancelRequested, rawArg(task.Result), task.Error, rawArg(task.Progress)}
 	args = append(args, leaseArgs(task.Lease)...)
 	args = append(args, msPtr(task.FinishedAt), task.Version)
+	args = append(args, bound(sqlschema.RunValues(task.Run))...)
 	return t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...)
 }
 
@@ -169,33 +208,24 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 	return nil
 }
 
-// claimSQL picks and leases the next ready task and inserts its run, in one
+// claimSQL picks and leases the next ready task and starts its run, in one
 // statement. The pick walks the claim index in claim order and takes the
 // first row it can lock at once (SKIP LOCKED): concurrent claims each get
 // another task and never wait for each other. A row another transaction
 // changed after this statement began is re-checked when it is locked, and
 // skipped if it is no longer ready.
-var claimSQL = sqlschema.Numbered1(`WITH picked AS (
+var claimSQL = sqlschema.Numbered1(`WITH picked(pns, pid) AS (
   SELECT namespace, id FROM tasks WHERE ` + sqlschema.Claimable + `
   ORDER BY ` + sqlschema.ClaimOrder + ` LIMIT 1
   FOR UPDATE SKIP LOCKED
-), leased AS (
-  UPDATE tasks t SET state = 'leased', attempts = t.attempts + 1, version = t.version + 1, updated_at = ?,
-    lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
-  FROM picked WHERE t.namespace = picked.namespace AND t.id = picked.id
-  RETURNING t.*
-), run AS (
-  INSERT INTO runs (namespace, run_id, task_id, holder, attempt, started_at)
-  SELECT namespace, ?, id, ?, attempts, ? FROM leased
 )
-SELECT ` + taskCols + ` FROM leased`)
+UPDATE tasks SET ` + sqlschema.ClaimSet + `
+FROM picked WHERE namespace = pns AND id = pid
+RETURNING ` + taskCols)
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
-	l := p.Lease
 	var r taskRow
-	now := ms(p.Now)
-	err := t.one(ctx, claimSQL, []any{p.Namespace, p.Queue, now, now, l.RunID, l.Holder, l.TokenHash, ms(l.ExpiresAt), l.Seconds,
-		l.RunID, l.Holder, now}, r.dest()...)
+	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Now}, sqlschema.ClaimSetArgs(p)...)), r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -292,27 +322,19 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 	return len(ids), nil
 }
 
-const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, coalesce(outcome, ''), coalesce(error, '')`
-
-func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	return mustChange(t.exec(ctx, `UPDATE runs SET ended_at = $1, outcome = $2, error = $3 WHERE namespace = $4 AND task_id = $5 AND run_id = $6`,
-		msPtr(r.EndedAt), r.Outcome, r.Error, ns, r.TaskID, r.ID))
-}
+var runListSQL = sqlschema.Numbered1(sqlschema.RunList)
 
 func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
-	err := t.query(ctx, `SELECT `+runCols+` FROM runs WHERE namespace = $1 AND task_id = $2 ORDER BY run_id`, []any{ns, taskID},
-		func(rows pgx.Rows) error {
-			var r tessera.Run
-			var started int64
-			var ended *int64
-			if err := rows.Scan(&r.ID, &r.TaskID, &r.Holder, &r.Attempt, &started, &ended, &r.Outcome, &r.Error); err != nil {
-				return err
-			}
-			r.StartedAt, r.EndedAt = fromMS(started), timePtr(ended)
-			out = append(out, r)
-			return nil
-		})
+	err := t.query(ctx, runListSQL, []any{ns, taskID, ns, taskID}, func(rows pgx.Rows) error {
+		var id string
+		var r runRow
+		if err := rows.Scan(append([]any{&id}, r.dest()...)...); err != nil {
+			return err
+		}
+		out = append(out, *r.get(id))
+		return nil
+	})
 	return out, err
 }
 

@@ -16,6 +16,9 @@ import (
 
 const taskCols = sqlschema.TaskCols
 
+// insertTaskValues is a ? for each of taskCols.
+var insertTaskValues = strings.Repeat("?, ", strings.Count(taskCols, ",")) + "?"
+
 func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 	t := &tessera.Task{
 		Namespace:       s.ColumnText(0),
@@ -53,7 +56,17 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 			Seconds:   s.ColumnInt(24),
 		}
 	}
+	if s.ColumnType(27) != sqlite3.NULL {
+		t.Run = scanRun(s, 27, t.ID)
+	}
 	return t, nil
+}
+
+// scanRun reads a run's columns from column i on (sqlschema.RunCols, or
+// the runs table's from holder on, with its id before).
+func scanRun(s *sqlite3.Stmt, i int, taskID string) *tessera.Run {
+	return &tessera.Run{ID: s.ColumnText(i), TaskID: taskID, Holder: s.ColumnText(i + 1), Attempt: s.ColumnInt(i + 2),
+		StartedAt: colTime(s, i+3), EndedAt: colTimePtr(s, i+4), Outcome: s.ColumnText(i + 5), Error: s.ColumnText(i + 6)}
 }
 
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
@@ -66,7 +79,8 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 		task.CreatedBy, task.CreatedAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
 	args = append(args, sqlschema.LeaseValues(task.Lease)...)
 	args = append(args, task.FinishedAt, task.Version)
-	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+	args = append(args, sqlschema.RunValues(task.Run)...)
+	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
 	return nil
@@ -110,27 +124,20 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	var task *tessera.Task
-	l := p.Lease
 	// One statement picks and leases the task. No lock is needed: this
 	// connection is the only writer, so nothing runs between the pick and
 	// the write. INDEXED BY pins the plan to the claim index, where ready
 	// tasks lie in claim order: the pick is one seek, whatever the history.
-	err := t.one(ctx, `UPDATE tasks SET state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
- lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
+	err := t.one(ctx, `UPDATE tasks SET `+sqlschema.ClaimSet+`
  WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Claimable+`
    ORDER BY `+sqlschema.ClaimOrder+` LIMIT 1)
- RETURNING `+taskCols, []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, p.Namespace, p.Namespace, p.Queue, p.Now},
+ RETURNING `+taskCols, append(sqlschema.ClaimSetArgs(p), p.Namespace, p.Namespace, p.Queue, p.Now),
 		func(s *sqlite3.Stmt) (err error) {
 			task, err = scanTask(s)
 			return err
 		})
 	if err != nil {
 		return nil, err
-	}
-	_, err = t.c.exec(ctx, `INSERT INTO runs (namespace, `+runCols+`) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
-		p.Namespace, l.RunID, task.ID, l.Holder, task.Attempts, p.Now)
-	if err != nil {
-		return nil, fmt.Errorf("insert run %s: %w", l.RunID, err)
 	}
 	return task, nil
 }
@@ -211,23 +218,12 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 	return len(keys), nil
 }
 
-const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, outcome, error`
-
-func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	return mustChange(t.c.exec(ctx, `UPDATE runs SET ended_at = ?, outcome = ?, error = ? WHERE namespace = ? AND task_id = ? AND run_id = ?`,
-		r.EndedAt, r.Outcome, r.Error, ns, r.TaskID, r.ID))
-}
-
 func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
-	err := t.c.query(ctx, `SELECT `+runCols+` FROM runs WHERE namespace = ? AND task_id = ? ORDER BY run_id`, []any{ns, taskID},
-		func(s *sqlite3.Stmt) error {
-			out = append(out, tessera.Run{
-				ID: s.ColumnText(0), TaskID: s.ColumnText(1), Holder: s.ColumnText(2), Attempt: s.ColumnInt(3),
-				StartedAt: colTime(s, 4), EndedAt: colTimePtr(s, 5), Outcome: s.ColumnText(6), Error: s.ColumnText(7),
-			})
-			return nil
-		})
+	err := t.c.query(ctx, sqlschema.RunList, []any{ns, taskID, ns, taskID}, func(s *sqlite3.Stmt) error {
+		out = append(out, *scanRun(s, 1, s.ColumnText(0)))
+		return nil
+	})
 	return out, err
 }
 

@@ -60,6 +60,11 @@ func TaskChanges(before, after *tessera.Task) []Change {
 	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
 		set("finished_at", after.FinishedAt)
 	}
+	if !sameRun(before.Run, after.Run) {
+		for i, v := range RunValues(after.Run) {
+			set(runColumns[i], v)
+		}
+	}
 	for i, name := range leaseColumns {
 		if before.Lease == nil || after.Lease == nil {
 			if (before.Lease == nil) != (after.Lease == nil) {
@@ -72,6 +77,14 @@ func TaskChanges(before, after *tessera.Task) []Change {
 		}
 	}
 	return out
+}
+
+// runColumns are RunCols one by one.
+var runColumns = strings.Split(strings.ReplaceAll(RunCols, " ", ""), ",")
+
+func sameRun(a, b *tessera.Run) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.ID == b.ID && a.Holder == b.Holder && a.Attempt == b.Attempt &&
+		a.StartedAt.Equal(b.StartedAt) && sameTimePtr(a.EndedAt, b.EndedAt) && a.Outcome == b.Outcome && a.Error == b.Error
 }
 
 // leaseColumns are a lease's columns, in LeaseValues' order.

@@ -20,7 +20,52 @@ import (
 // backends scan them.
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+ lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
+ ` + RunCols
+
+// RunCols are the columns of the run on a task's row (tessera.Task.Run),
+// in RunValues' order; the runs table holds the same for earlier runs.
+const RunCols = `run_id, run_holder, run_attempt, run_started_at, run_ended_at, run_outcome, run_error`
+
+// RunValues are a run's column values (all nil for no run); an empty
+// outcome or error is NULL.
+func RunValues(r *tessera.Run) []any {
+	if r == nil {
+		return []any{nil, nil, nil, nil, nil, nil, nil}
+	}
+	return []any{r.ID, r.Holder, r.Attempt, r.StartedAt, r.EndedAt, nullable(r.Outcome), nullable(r.Error)}
+}
+
+// nullable is "" as NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// RunList is a task's runs, oldest first: the history, then the run on
+// the task's row. Arguments: namespace, task id, twice.
+// Its columns are the task id, then RunCols.
+const RunList = `SELECT task_id, run_id, holder, attempt, started_at, ended_at, outcome, error FROM runs
+ WHERE namespace = ? AND task_id = ?
+ UNION ALL
+ SELECT id, ` + RunCols + ` FROM tasks
+ WHERE namespace = ? AND id = ? AND run_id IS NOT NULL
+ ORDER BY 2`
+
+// ClaimSet is what a claim writes on the task it picked: leased, one more
+// attempt, the lease, and a new run on the row, numbered by that attempt;
+// ClaimSetArgs its arguments.
+const ClaimSet = `state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
+ lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?,
+ run_id = ?, run_holder = ?, run_attempt = attempts + 1, run_started_at = ?, run_ended_at = NULL, run_outcome = NULL, run_error = NULL`
+
+// ClaimSetArgs are ClaimSet's arguments for p.
+func ClaimSetArgs(p store.TaskClaim) []any {
+	l := p.Lease
+	return []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, l.RunID, l.Holder, p.Now}
+}
 
 // readyOf is the ready tasks of one queue: arguments namespace, queue.
 const readyOf = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL`

@@ -173,7 +173,7 @@ func (s *Service) auditedRead(ctx context.Context, a *auth.Actor, ns, action str
 	}
 	if s.cfg.CountReads {
 		s.Count(a.Principal.ID, ns, action, "ok")
-		s.observe(ctx, a, ns, s.clock.Now())
+		s.observe(ctx, a, ns, s.clock.Now(), read.Public)
 		return nil
 	}
 	return s.act(ctx, a, ns, action, false, func(_ store.Tx, ev *tessera.AuditEvent) error {
@@ -224,7 +224,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	// Observations follow audited actions; a no-op (an empty claim) is
 	// counted, and an idle worker polling all day costs no profile writes.
 	if ev.Action != "" {
-		s.observe(ctx, a, ns, ev.Time)
+		s.observe(ctx, a, ns, ev.Time, ev.Public)
 	}
 	return nil
 }
@@ -298,10 +298,13 @@ func (s *Service) FlushCounters(ctx context.Context, all bool) error {
 }
 
 // observe makes the observational writes of §8: last_used_at when it is
-// older than the interval, and the namespace identity snapshot when it is
-// due or the principal's account or kind changed. They are read first,
-// written rarely, and a refusal never fails the request.
-func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now time.Time) {
+// older than the interval, and, after a public action, the namespace
+// identity snapshot when it is due or the principal's account or kind
+// changed. The snapshot names who acted in the public activity feed, the
+// one place it is read, which shows public events only: a private action
+// needs none. They are read first, written rarely, and a refusal never
+// fails the request.
+func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now time.Time, public bool) {
 	p := a.Principal
 	touch := p.LastUsedAt == nil || now.Sub(*p.LastUsedAt) >= observeInterval
 	key := ns + "\x00" + p.ID
@@ -309,7 +312,7 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 	seen, known := s.identities[key]
 	s.nsMu.Unlock()
 	changed := known && (seen.Account != p.Account || seen.Kind != p.Kind || seen.DisplayName != p.DisplayName)
-	due := !known || changed || now.Sub(seen.SeenAt) >= identityInterval
+	due := public && (!known || changed || now.Sub(seen.SeenAt) >= identityInterval)
 	if !touch && !due {
 		return
 	}
@@ -340,12 +343,14 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 	if err != nil {
 		return
 	}
-	s.nsMu.Lock()
-	if len(s.identities) >= maxRemembered {
-		clear(s.identities)
+	if due {
+		s.nsMu.Lock()
+		if len(s.identities) >= maxRemembered {
+			clear(s.identities)
+		}
+		s.identities[key] = id
+		s.nsMu.Unlock()
 	}
-	s.identities[key] = id
-	s.nsMu.Unlock()
 	if wrote && touch {
 		s.auth.Touched(p.ID, now)
 	}

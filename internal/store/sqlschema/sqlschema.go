@@ -125,7 +125,6 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"tasks", "namespace, id"},
 	{"task_counts", "namespace, queue, public, shard"},
 	{"record_versions", "namespace, bucket, key, version"},
-	{"record_heads", "namespace, bucket, key"},
 	{"buckets", "namespace, name"},
 	{"blob_readers", "namespace, sha256, principal_id"},
 	{"blobs", "namespace, sha256"},

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/ids"
@@ -31,11 +30,17 @@ const (
 	eventsPage = 100
 )
 
+// MaxClaimBatch bounds a batch claim's Max and a batch submit's items.
+const MaxClaimBatch = 100
+
 // ClaimParams is the body of POST /v1/claims.
 type ClaimParams struct {
 	Queue        string `json:"queue,omitempty"`
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
 	WaitSeconds  int    `json:"wait_seconds,omitempty"`
+	// Max is how many leases ClaimN may grant, 1–100 (0: 1). Claim grants
+	// one, and takes 0 or 1.
+	Max int `json:"max,omitempty"`
 }
 
 // Claimed is a claim's answer: a lease and its task, or no lease and the
@@ -64,25 +69,74 @@ func hashToken(token string) []byte {
 // Claim grants the next ready task of a queue, waiting up to WaitSeconds
 // for one to arrive. Admission (§6) bounds each key's claims.
 func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams) (*Claimed, error) {
+	if p.Max > 1 {
+		return nil, tessera.Invalid("max", "a claim grants one lease; a batch claim grants up to max")
+	}
+	claims, retryAfter, err := s.claim(ctx, a, ns, p, ActClaim, 1)
+	if err != nil || len(claims) == 0 {
+		return &Claimed{RetryAfter: retryAfter}, err
+	}
+	return &claims[0], nil
+}
+
+// ClaimedBatch is a batch claim's answer: the leases granted with their
+// tasks, in claim order, or none and the advised wait before the next
+// poll.
+type ClaimedBatch struct {
+	Claims     []Claimed `json:"claims"`
+	RetryAfter int       `json:"retry_after,omitempty"`
+}
+
+// ClaimN grants up to p.Max (1–100; 0 means 1) ready tasks of a queue in
+// one transaction, each with a lease of its own — its own run and token —
+// exactly as that many single claims one after another would grant them:
+// in claim order (highest priority, then oldest run_at, then id), lapsed
+// leases of the queue noticed first, every task granted audited as a
+// claim of it (ActClaim), the key's empty-claim hint reset. It waits up to
+// WaitSeconds for at least one task to be ready and answers as soon as one
+// is: it never waits to fill Max. Admission (§6) counts a batch as one
+// claim. A batch granting none is counted (ActClaimBatch, empty) and
+// advises RetryAfter, as an empty claim does.
+func (s *Service) ClaimN(ctx context.Context, a *auth.Actor, ns string, p ClaimParams) (*ClaimedBatch, error) {
+	if p.Max == 0 {
+		p.Max = 1
+	}
+	if p.Max < 1 || p.Max > MaxClaimBatch {
+		return nil, tessera.Invalid("max", "max must be 1–%d", MaxClaimBatch)
+	}
+	claims, retryAfter, err := s.claim(ctx, a, ns, p, ActClaimBatch, p.Max)
+	if err != nil {
+		return nil, err
+	}
+	if claims == nil {
+		claims = []Claimed{}
+	}
+	return &ClaimedBatch{Claims: claims, RetryAfter: retryAfter}, nil
+}
+
+// claim is Claim and ClaimN: it validates p, authorizes op, takes one
+// admission, and grants up to max leases, waiting for the first; with none
+// granted it counts op as empty and returns the advised wait.
+func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams, op string, max int) ([]Claimed, int, error) {
 	if p.Queue == "" {
 		p.Queue = "default"
 	}
 	if !ValidName(p.Queue) {
-		return nil, tessera.Invalid("queue", "queue must match %s", nameRE)
+		return nil, 0, tessera.Invalid("queue", "queue must match %s", nameRE)
 	}
 	ls, err := leaseSeconds("lease_seconds", p.LeaseSeconds)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if p.WaitSeconds < 0 || p.WaitSeconds > MaxClaimWait {
-		return nil, tessera.Invalid("wait_seconds", "wait_seconds must be 0–%d", MaxClaimWait)
+		return nil, 0, tessera.Invalid("wait_seconds", "wait_seconds must be 0–%d", MaxClaimWait)
 	}
-	if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
-		return nil, err
+	if a, err = s.authorize(ctx, a, ns, op); err != nil {
+		return nil, 0, err
 	}
 	release, err := s.admission.admit(ctx, a.Key.ID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer release()
 
@@ -91,23 +145,23 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 	for {
 		// Checked again after admission and after every wait (§4): a key
 		// revoked while it waited gets 401 and the task stays ready.
-		if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
-			return nil, err
+		if a, err = s.authorize(ctx, a, ns, op); err != nil {
+			return nil, 0, err
 		}
 		woken, unsubscribe := s.signals.subscribe(topic)
-		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls)
-		if err != nil || claimed != nil {
+		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls, max)
+		if err != nil || len(claimed) > 0 {
 			unsubscribe()
-			if claimed != nil {
+			if len(claimed) > 0 {
 				s.hints.granted(a.Key.ID)
 			}
-			return claimed, err
+			return claimed, 0, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			unsubscribe()
-			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
-			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now())}, nil
+			s.Count(a.Principal.ID, ns, op, OutcomeEmpty)
+			return nil, s.hints.empty(a.Key.ID, topic, s.clock.Now()), nil
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -119,7 +173,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		timer.Stop()
 		unsubscribe()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 		select {
 		case <-s.done:
@@ -129,8 +183,11 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 	}
 }
 
-func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
-	var out *Claimed
+// tryClaim grants up to max leases of a queue in one transaction, after
+// noticing its lapsed leases; each task granted gets a claim event (the
+// audited action's own event is the last one's).
+func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls, max int) ([]Claimed, error) {
+	var out []Claimed
 	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Action, out = "", nil // until a task is granted: lapses alone are no event
 		now := ev.Time
@@ -145,21 +202,60 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 				return err
 			}
 		}
-		secret := tessera.RandomToken(24)
-		run := ids.New(now)
-		task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: tessera.Lease{
-			RunID: run, Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls,
-			TokenHash: hashToken(secret)}})
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
+		lease := tessera.Lease{Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls}
+		secrets := map[string]string{} // by run id
+		var tasks []tessera.Task
+		if max == 1 {
+			secret := tessera.RandomToken(24)
+			lease.RunID, lease.TokenHash = ids.New(now), hashToken(secret)
+			secrets[lease.RunID] = secret
+			task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: lease})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			tasks = []tessera.Task{*task}
+		} else {
+			p := store.TaskClaimMany{Namespace: ns, Queue: queue, Now: now, Lease: lease, Runs: make([]store.LeaseRun, max)}
+			for i := range p.Runs {
+				secret := tessera.RandomToken(24)
+				p.Runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
+				secrets[p.Runs[i].RunID] = secret
+			}
+			var err error
+			if tasks, err = tx.TaskClaimMany(ctx, p); err != nil || len(tasks) == 0 {
+				return err
+			}
 		}
-		if err != nil {
-			return err
+		var ipHash string
+		if len(tasks) > 1 {
+			var err error
+			if ipHash, _, err = s.ipHash(ctx, tx, now); err != nil { // a fresh salt is remembered by act, which reads it again
+				return err
+			}
 		}
-		lease := *task.Lease
-		lease.Token = leaseToken(task.ID, secret)
-		out = &Claimed{Lease: &lease, Task: task}
-		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run, task.Public
+		out = make([]Claimed, len(tasks))
+		for i := range tasks {
+			task := &tasks[i]
+			l := *task.Lease
+			l.Token = leaseToken(task.ID, secrets[l.RunID])
+			out[i] = Claimed{Lease: &l, Task: task}
+			// Each task granted is a claim of it; the audited action's own
+			// event, written once this returns, is the last one's.
+			te := ev
+			if i < len(tasks)-1 {
+				te = &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: ev.PrincipalID, KeyID: ev.KeyID,
+					IPHash: ipHash, Status: 200}
+			}
+			te.Action, te.Target, te.RunID, te.Public = ActClaim, task.ID, l.RunID, task.Public
+			if te != ev {
+				if err := tx.AuditInsert(ctx, te); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	return out, err
@@ -406,14 +502,8 @@ type SubmitParams struct {
 
 // Submit ends a run with its outcome.
 func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p SubmitParams, idemKey string) (*tessera.Task, error) {
-	if p.Outcome != tessera.OutcomeSucceeded && p.Outcome != tessera.OutcomeFailed {
-		return nil, tessera.Invalid("outcome", "outcome must be succeeded or failed")
-	}
-	if err := checkJSON("result", p.Result, MaxResultLen); err != nil {
+	if err := checkSubmit(p); err != nil {
 		return nil, err
-	}
-	if len(p.Error) > MaxErrorLen || !utf8.ValidString(p.Error) {
-		return nil, tessera.Invalid("error", "error is at most %d bytes", MaxErrorLen)
 	}
 	a, err := s.authorize(ctx, a, ns, ActSubmit)
 	if err != nil {

@@ -143,6 +143,14 @@ func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.
 	return task, t.mark(ctx, p.Namespace, err)
 }
 
+func (t *watchedTx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	tasks, err := t.Tx.TaskClaimMany(ctx, p)
+	if len(tasks) == 0 {
+		return tasks, err
+	}
+	return tasks, t.mark(ctx, p.Namespace, err)
+}
+
 func (t *watchedTx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
 	return t.mark(ctx, r.Namespace, t.Tx.RecordPut(ctx, r, prev))
 }

@@ -217,22 +217,23 @@ func DecodeBatch(tasks []json.RawMessage, decode func(body []byte, dst any) erro
 	out := make([]EnqueueParams, len(tasks))
 	for i, raw := range tasks {
 		if len(raw) == 0 || raw[0] != '{' {
-			return nil, inBatch(i, tessera.Invalid("", "a task is an object with the fields of POST /v1/tasks"))
+			return nil, inBatch("tasks", i, tessera.Invalid("", "a task is an object with the fields of POST /v1/tasks"))
 		}
 		if err := decode(raw, &out[i]); err != nil {
-			return nil, inBatch(i, err)
+			return nil, inBatch("tasks", i, err)
 		}
 	}
 	return out, nil
 }
 
-// inBatch names the batch task at index i in err's field and message.
-func inBatch(i int, err error) error {
+// inBatch names the item at index i of a batch's list (tasks, items) in
+// err's field and message.
+func inBatch(list string, i int, err error) error {
 	var e *tessera.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	at := fmt.Sprintf("tasks[%d]", i)
+	at := fmt.Sprintf("%s[%d]", list, i)
 	named := *e
 	named.Field, named.Message = at, at+": "+e.Message
 	if e.Field != "" {
@@ -266,7 +267,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, ta
 	now := s.clock.Now()
 	for i := range tasks {
 		if err := tasks[i].validate(now); err != nil {
-			return nil, inBatch(i, err)
+			return nil, inBatch("tasks", i, err)
 		}
 	}
 	var out TaskBatch

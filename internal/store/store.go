@@ -138,6 +138,13 @@ type Tx interface {
 	// goes to the history). Two concurrent claims never get one task. It
 	// returns the task as leased; ErrNotFound when none is ready.
 	TaskClaim(ctx context.Context, p TaskClaim) (*tessera.Task, error)
+	// TaskClaimMany leases up to len(p.Runs) ready tasks of a queue in one
+	// atomic operation, in claim order, each as TaskClaim leases one: the
+	// shared lease of p, and its own run and token hash, the i-th task
+	// taken with p.Runs[i]. It returns the tasks leased, in claim order:
+	// fewer when fewer are ready, none (and no error) when none is.
+	// Concurrent claims never share a task.
+	TaskClaimMany(ctx context.Context, p TaskClaimMany) ([]tessera.Task, error)
 	// TaskLapsed returns at most limit leased tasks of a queue whose lease
 	// expired at or before now, soonest expiry first, through an index that
 	// holds only leased tasks: its cost is what it returns.
@@ -178,6 +185,31 @@ type TaskClaim struct {
 	Queue     string
 	Now       time.Time
 	Lease     tessera.Lease
+}
+
+// TaskClaimMany is what a batch claim writes: TaskClaim's queue, clock
+// and lease, whose run id and token hash are each task's own (Runs).
+type TaskClaimMany struct {
+	Namespace string
+	Queue     string
+	Now       time.Time
+	// Lease is what every lease of the batch shares: holder, expiry,
+	// length. Its RunID and TokenHash are unused.
+	Lease tessera.Lease
+	Runs  []LeaseRun
+}
+
+// LeaseRun is one lease's own part: its run and its token's hash.
+type LeaseRun struct {
+	RunID     string
+	TokenHash []byte
+}
+
+// LeaseOf is the whole lease of p's i-th run.
+func (p *TaskClaimMany) LeaseOf(i int) tessera.Lease {
+	l := p.Lease
+	l.RunID, l.TokenHash = p.Runs[i].RunID, p.Runs[i].TokenHash
+	return l
 }
 
 // CommitStats is what a backend that commits for its requests (SQLite's

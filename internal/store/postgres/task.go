@@ -236,6 +236,45 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 // holds: concurrent claims on one queue share out its lapse work instead of
 // queueing behind each other for the same tasks. (A read-only transaction
 // cannot lock; it only reads.)
+// claimManySQL is claimSQL for a batch, in one statement: the tasks are
+// picked in claim order, numbered, and joined to the batch's runs and
+// token hashes by number.
+var claimManySQL = sqlschema.Numbered1(`WITH picked AS (
+  SELECT namespace AS pns, id AS pid FROM tasks WHERE ` + sqlschema.Claimable + `
+  ORDER BY ` + sqlschema.ClaimOrder + ` LIMIT ?
+  FOR UPDATE SKIP LOCKED
+), numbered AS (
+  SELECT pns, pid, row_number() OVER () AS i FROM picked
+), l AS (
+  SELECT * FROM unnest(?::text[], ?::bytea[]) WITH ORDINALITY AS l(lease_run, lease_hash, i)
+)
+UPDATE tasks SET ` + sqlschema.ClaimSetMany + `
+FROM numbered JOIN l ON l.i = numbered.i WHERE namespace = pns AND id = pid
+RETURNING ` + taskCols)
+
+// TaskClaimMany returns the tasks in claim order: the statement returns
+// them in the order its join met them.
+func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	runs, hashes := make([]string, len(p.Runs)), make([][]byte, len(p.Runs))
+	for i, r := range p.Runs {
+		runs[i], hashes[i] = r.RunID, r.TokenHash
+	}
+	args := bound(append([]any{p.Namespace, p.Queue, p.Now, len(p.Runs), runs, hashes}, sqlschema.ClaimSetManyArgs(&p)...))
+	var out []tessera.Task
+	err := t.query(ctx, claimManySQL, args, func(rows pgx.Rows) error {
+		task, err := scanTask(rows)
+		if err == nil {
+			out = append(out, *task)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sqlschema.SortClaimed(out)
+	return out, nil
+}
+
 var lapsedSQL = sqlschema.Numbered1(`SELECT ` + taskCols + ` FROM tasks WHERE ` + sqlschema.Lapsed +
 	` ORDER BY ` + sqlschema.LapseOrder + ` LIMIT ?`)
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -140,6 +141,24 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 		return nil, err
 	}
 	return task, nil
+}
+
+// TaskClaimMany is TaskClaim once per lease: each a seek of the claim
+// index, in the one writer's transaction, so the batch is as atomic as
+// one claim, and costs what its claims would.
+func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	out := make([]tessera.Task, 0, len(p.Runs))
+	for i := range p.Runs {
+		task, err := t.TaskClaim(ctx, store.TaskClaim{Namespace: p.Namespace, Queue: p.Queue, Now: p.Now, Lease: p.LeaseOf(i)})
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *task)
+	}
+	return out, nil
 }
 
 func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {

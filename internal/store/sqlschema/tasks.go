@@ -1,6 +1,9 @@
 package sqlschema
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/store"
@@ -57,14 +60,45 @@ const RunList = `SELECT task_id, run_id, holder, attempt, started_at, ended_at, 
 // ClaimSet is what a claim writes on the task it picked: leased, one more
 // attempt, the lease, and a new run on the row, numbered by that attempt;
 // ClaimSetArgs its arguments.
-const ClaimSet = `state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
- lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?,
- run_id = ?, run_holder = ?, run_attempt = attempts + 1, run_started_at = ?, run_ended_at = NULL, run_outcome = NULL, run_error = NULL`
+var ClaimSet = claimSet("?", "?")
 
 // ClaimSetArgs are ClaimSet's arguments for p.
 func ClaimSetArgs(p store.TaskClaim) []any {
 	l := p.Lease
 	return []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, l.RunID, l.Holder, p.Now}
+}
+
+// ClaimSetMany is ClaimSet for a batch, whose run ids and token hashes
+// are the columns lease_run and lease_hash of a relation l joined to the
+// tasks picked; ClaimSetManyArgs its arguments.
+var ClaimSetMany = claimSet("l.lease_run", "l.lease_hash")
+
+// ClaimSetManyArgs are ClaimSetMany's arguments for p.
+func ClaimSetManyArgs(p *store.TaskClaimMany) []any {
+	l := p.Lease
+	return []any{p.Now, l.Holder, l.ExpiresAt, l.Seconds, l.Holder, p.Now}
+}
+
+// SortClaimed puts tasks in claim order (ClaimOrder, for tasks that were
+// all ready): highest priority, then oldest run_at, then id.
+func SortClaimed(tasks []tessera.Task) {
+	slices.SortFunc(tasks, func(a, b tessera.Task) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// claimSet is a claim's SET clause with its run id and token hash spelled
+// run and hash.
+func claimSet(run, hash string) string {
+	return `state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
+ lease_run_id = ` + run + `, lease_holder = ?, lease_token_hash = ` + hash + `, lease_expires_at = ?, lease_seconds = ?,
+ run_id = ` + run + `, run_holder = ?, run_attempt = attempts + 1, run_started_at = ?, run_ended_at = NULL, run_outcome = NULL, run_error = NULL`
 }
 
 // readyOf is the ready tasks of one queue: arguments namespace, queue.

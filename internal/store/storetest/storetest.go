@@ -23,4 +23,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
 	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
+	t.Run("claim many", func(t *testing.T) { testClaimMany(t, open) })
 }

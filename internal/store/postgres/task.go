@@ -82,7 +82,8 @@ func (r *taskRow) task() (*tessera.Task, error) {
 	if r.errText != nil {
 		t.Error = *r.errText
 	}
-	if err := json.Unmarshal([]byte(r.labels), &t.Labels); err != nil {
+	var err error
+	if t.Labels, err = sqlschema.ParseLabels(r.labels); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
 	}
 	if r.leaseRun != nil {
@@ -122,11 +123,11 @@ func placeholders(from, n int) string {
 }
 
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	labels, err := json.Marshal(task.Labels)
+	labels, err := sqlschema.Labels(task.Labels)
 	if err != nil {
 		return err
 	}
-	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, rawArg(task.Payload), string(labels),
+	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, rawArg(task.Payload), labels,
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, ms(task.RunAt),
 		task.CreatedBy, ms(task.CreatedAt), ms(task.UpdatedAt), task.CancelRequested, rawArg(task.Result), task.Error, rawArg(task.Progress)}
 	args = append(args, leaseArgs(task.Lease)...)

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,7 +43,8 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		FinishedAt:      colTimePtr(s, 25),
 		Version:         s.ColumnInt64(26),
 	}
-	if err := json.Unmarshal([]byte(s.ColumnText(6)), &t.Labels); err != nil {
+	var err error
+	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
 	}
 	if s.ColumnType(20) != sqlite3.NULL {
@@ -71,11 +71,11 @@ func scanRun(s *sqlite3.Stmt, i int, taskID string) *tessera.Run {
 }
 
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	labels, err := json.Marshal(task.Labels)
+	labels, err := sqlschema.Labels(task.Labels)
 	if err != nil {
 		return err
 	}
-	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, string(labels),
+	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, labels,
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, task.RunAt,
 		task.CreatedBy, task.CreatedAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
 	args = append(args, sqlschema.LeaseValues(task.Lease)...)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -381,14 +382,6 @@ func (t *tx) insert(ctx context.Context, what, sql string, args ...any) error {
 	return nil
 }
 
-// mustChange turns an update of no row into ErrNotFound.
-func mustChange(n int64, err error) error {
-	if err == nil && n == 0 {
-		return store.ErrNotFound
-	}
-	return err
-}
-
 func (t *tx) translate(sql string, err error) error {
 	return translate(fmt.Errorf("%s: %w", firstLine(sql), err), t.refusing, t.db.meter)
 }
@@ -448,10 +441,9 @@ func isConnectionFailure(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
-func firstLine(sql string) string {
-	sql = strings.TrimSpace(sql)
-	if i := strings.IndexByte(sql, '\n'); i >= 0 {
-		return sql[:i] + " …"
-	}
-	return sql
-}
+// The statement helpers both backends share (package sqlschema).
+var (
+	firstLine  = sqlschema.FirstLine
+	mustChange = sqlschema.MustChange
+	nullable   = sqlschema.Nullable
+)

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -87,7 +88,7 @@ func TestNewSchemaInOneTransaction(t *testing.T) {
 	pgtest.SQL(t, url, `SELECT count(DISTINCT xmin::text), min(xmin::text), count(*) FILTER (WHERE relkind = 'r')
  FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &xmins, &classXmin, &tables)
 	pgtest.SQL(t, url, `SELECT xmin::text, schema_version FROM tessera_meta`, &metaXmin, &version)
-	files, _ := migrations()
+	files, _ := sqlschema.Migrations(migrationFS)
 	if xmins != 1 || metaXmin != classXmin {
 		t.Errorf("the schema was made by %d transactions (tables %s, version row %s), want 1", xmins, classXmin, metaXmin)
 	}
@@ -121,7 +122,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 	var version, xmins int
 	pgtest.SQL(t, url, `SELECT schema_version FROM tessera_meta`, &version)
 	pgtest.SQL(t, url, `SELECT count(DISTINCT xmin::text) FROM pg_class WHERE relnamespace = current_schema()::regnamespace`, &xmins)
-	if files, _ := migrations(); version != len(files) || xmins != 1 {
+	if files, _ := sqlschema.Migrations(migrationFS); version != len(files) || xmins != 1 {
 		t.Errorf("after concurrent opens: version %d by %d transactions, want %d by 1", version, xmins, len(files))
 	}
 }

@@ -301,33 +301,8 @@ func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task,
 }
 
 func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = $1`
-	args := []any{ns}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += " AND " + strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args)))
-	}
-	if f.State != "" {
-		and(`state = ?`, f.State)
-	}
-	if !f.RunAtUpTo.IsZero() {
-		and(`run_at <= ?`, ms(f.RunAtUpTo))
-	}
-	if !f.RunAtAfter.IsZero() {
-		and(`run_at > ?`, ms(f.RunAtAfter))
-	}
-	if f.Queue != "" {
-		and(`queue = ?`, f.Queue)
-	}
-	if f.Label != "" {
-		and(`labels::jsonb @> jsonb_build_array(?::text)`, f.Label)
-	}
-	if f.Before != "" {
-		and(`id < ?`, f.Before)
-	}
-	args = append(args, f.Limit)
-	sql += ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
-	return t.tasks(ctx, sql, args)
+	sql, args := sqlschema.TaskList(ns, f, `labels::jsonb @> jsonb_build_array(?::text)`)
+	return t.tasks(ctx, sqlschema.Numbered1(sql), bound(args))
 }
 
 var purgeBatchSQL = sqlschema.Numbered1(sqlschema.FinishedBefore + ` FOR UPDATE SKIP LOCKED`)

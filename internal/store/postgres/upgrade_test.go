@@ -2,11 +2,10 @@ package postgres
 
 import (
 	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/store/storetest"
 )
 
@@ -15,11 +14,10 @@ import (
 // (storetest.CheckUpgraded).
 func TestUpgradeKeepsCountsReadyAndRuns(t *testing.T) {
 	url := pgtest.Schema(t)
-	files, err := filepath.Glob("migrations/*.sql")
+	files, err := sqlschema.Migrations(os.DirFS("."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(files)
 	for _, f := range files[:7] {
 		b, err := os.ReadFile(f)
 		if err != nil {

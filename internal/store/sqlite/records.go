@@ -14,14 +14,6 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// nullable stores "" as NULL, so optional ids read back as "".
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 func scanRecord(s *sqlite3.Stmt) tessera.Record {
 	return tessera.Record{
 		Namespace: s.ColumnText(0),

@@ -181,34 +181,7 @@ func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task,
 }
 
 func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = ?`
-	args := []any{ns}
-	if f.State != "" {
-		sql += ` AND state = ?`
-		args = append(args, f.State)
-	}
-	if !f.RunAtUpTo.IsZero() {
-		sql += ` AND run_at <= ?`
-		args = append(args, f.RunAtUpTo)
-	}
-	if !f.RunAtAfter.IsZero() {
-		sql += ` AND run_at > ?`
-		args = append(args, f.RunAtAfter)
-	}
-	if f.Queue != "" {
-		sql += ` AND queue = ?`
-		args = append(args, f.Queue)
-	}
-	if f.Label != "" {
-		sql += ` AND EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)`
-		args = append(args, f.Label)
-	}
-	if f.Before != "" {
-		sql += ` AND id < ?`
-		args = append(args, f.Before)
-	}
-	sql += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, f.Limit)
+	sql, args := sqlschema.TaskList(ns, f, `EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)`)
 	return t.tasks(ctx, sql, args)
 }
 

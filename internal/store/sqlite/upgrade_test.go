@@ -3,11 +3,11 @@ package sqlite_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/store/storetest"
 )
 
@@ -20,11 +20,10 @@ func TestUpgradeKeepsCountsReadyAndRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob("migrations/*.sql")
+	files, err := sqlschema.Migrations(os.DirFS("."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(files)
 	for _, f := range files[:8] {
 		b, err := os.ReadFile(f)
 		if err != nil {

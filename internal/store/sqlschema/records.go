@@ -43,7 +43,7 @@ const RecordInsert = `INSERT INTO record_versions (namespace, bucket, key, versi
 
 // RecordInsertArgs are RecordInsert's arguments for r.
 func RecordInsertArgs(r *tessera.Record) []any {
-	return []any{r.Namespace, r.Bucket, r.Key, r.Version, string(r.Value), nullable(r.RunID), nullable(r.TaskID), r.WrittenBy, r.CreatedAt}
+	return []any{r.Namespace, r.Bucket, r.Key, r.Version, string(r.Value), Nullable(r.RunID), Nullable(r.TaskID), r.WrittenBy, r.CreatedAt}
 }
 
 // RecordKeys walks the keys of a bucket's records that start with prefix,

@@ -58,15 +58,7 @@ func RunValues(r *tessera.Run) []any {
 	if r == nil {
 		return []any{nil, nil, nil, nil, nil, nil, nil}
 	}
-	return []any{r.ID, r.Holder, r.Attempt, r.StartedAt, r.EndedAt, nullable(r.Outcome), nullable(r.Error)}
-}
-
-// nullable is "" as NULL.
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
+	return []any{r.ID, r.Holder, r.Attempt, r.StartedAt, r.EndedAt, Nullable(r.Outcome), Nullable(r.Error)}
 }
 
 // RunList is a task's runs, oldest first: the history, then the run on
@@ -141,6 +133,35 @@ const (
 	Lapsed     = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ?`
 	LapseOrder = `finished_at, lease_expires_at`
 )
+
+// TaskList is a listing of a namespace's tasks, newest first, at most
+// f.Limit: the filters as conditions with ? arguments. labelHas is the
+// dialect's test that the labels (a JSON array) hold its argument.
+func TaskList(ns string, f store.TaskFilter, labelHas string) (string, []any) {
+	sql, args := `SELECT `+TaskCols+` FROM tasks WHERE namespace = ?`, []any{ns}
+	and := func(cond string, v any) {
+		sql, args = sql+` AND `+cond, append(args, v)
+	}
+	if f.State != "" {
+		and(`state = ?`, f.State)
+	}
+	if !f.RunAtUpTo.IsZero() {
+		and(`run_at <= ?`, f.RunAtUpTo)
+	}
+	if !f.RunAtAfter.IsZero() {
+		and(`run_at > ?`, f.RunAtAfter)
+	}
+	if f.Queue != "" {
+		and(`queue = ?`, f.Queue)
+	}
+	if f.Label != "" {
+		and(labelHas, f.Label)
+	}
+	if f.Before != "" {
+		and(`id < ?`, f.Before)
+	}
+	return sql + ` ORDER BY id DESC LIMIT ?`, append(args, f.Limit)
+}
 
 // LapsedCount counts a queue's lapsed leases (of its public tasks only,
 // for a read without a key), in the index's order for the reason

@@ -269,17 +269,18 @@ func TestMeterCountsRows(t *testing.T) {
 		fn            func(store.Tx) error
 		written, read int64
 	}{
-		// The task and its two index entries (primary key, tasks_claim),
-		// its queue's counts row (written at commit), two.
-		{"first insert", false, func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01A")) }, 3 + 2, 0},
+		// The task and its three index entries (primary key, tasks_ready,
+		// tasks_claim: the partial ones counted whole), its queue's counts
+		// row (written at commit), two.
+		{"first insert", false, func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01A")) }, 4 + 2, 0},
 		// The count row exists now: a HOT update of it (1), found through
 		// its key (1 read).
-		{"second insert", false, func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01B")) }, 3 + 1, 1},
+		{"second insert", false, func(tx store.Tx) error { return tx.TaskInsert(ctx, task("01B")) }, 4 + 1, 1},
 		{"get", true, func(tx store.Tx) error { _, err := tx.TaskGet(ctx, "main", "01A"); return err }, 0, 1},
 		{"list", true, func(tx store.Tx) error { _, err := tx.TaskList(ctx, "main", store.TaskFilter{Limit: 10}); return err }, 0, 2},
-		// The leased task with its run (a new version in both indexes),
+		// The leased task with its run (a new version in every index),
 		// its queue's counts row (HOT).
-		{"claim", false, func(tx store.Tx) error { _, err := tx.TaskClaim(ctx, claim); return err }, 3 + 1, 3},
+		{"claim", false, func(tx store.Tx) error { _, err := tx.TaskClaim(ctx, claim); return err }, 4 + 1, 3},
 		// The task's sequence, a HOT update (no indexed column changed),
 		// and the event.
 		{"event append", false, func(tx store.Tx) error {
@@ -298,12 +299,12 @@ func TestMeterCountsRows(t *testing.T) {
 				}
 			}
 			return nil
-		}, 3*3 + 1, 1},
+		}, 3*4 + 1, 1},
 		// The purge deletes the three in one statement: the tasks with
 		// their entries, and the queue's counts row updated once (HOT),
 		// not once per task. (Its reads depend on the plans for tiny
 		// tables.)
-		{"purge", false, func(tx store.Tx) error { _, err := tx.TasksFinishedPurge(ctx, epoch.Add(time.Second), 10); return err }, 3*3 + 1, -1},
+		{"purge", false, func(tx store.Tx) error { _, err := tx.TasksFinishedPurge(ctx, epoch.Add(time.Second), 10); return err }, 3*4 + 1, -1},
 	}
 	for _, c := range cases {
 		w, r := delta(c.view, c.fn)

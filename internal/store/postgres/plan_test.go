@@ -26,8 +26,8 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	oldestSQL, _ := sqlschema.OldestReady("", "")
-	scheduledSQL, _ := sqlschema.Scheduled("", "", time.Time{})
+	oldestSQL, _ := sqlschema.PostgreSQL.OldestReady("", "")
+	scheduledSQL, _ := sqlschema.PostgreSQL.Scheduled("", "", time.Time{})
 	for _, sql := range []string{
 		`INSERT INTO tasks (namespace, id, queue, title, brief, labels, priority, public, max_attempts, attempts, state,
  run_at, created_by, created_at, updated_at, cancel_requested, finished_at)
@@ -54,10 +54,10 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		for _, p := range []struct{ exec, index string }{
 			{`EXECUTE purge(1000, 500)`, "tasks_claim"},
 			{`EXECUTE hold('main', '00000042')`, "tasks_pkey"},
-			{`EXECUTE claim('main', 'q', 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_claim"},
+			{`EXECUTE claim('main', 'q', 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready"},
 			{`EXECUTE lapsed('main', 'q', 30000, 32)`, "tasks_claim"},
-			{`EXECUTE oldest('main', 'q', 'main', 'q', 'main', 'q')`, "tasks_claim"},
-			{`EXECUTE scheduled('main', 'q', 'main', 'q', 'main', 'q', 30000)`, "tasks_claim"},
+			{`EXECUTE oldest('main', 'q', 'main', 'q', 'main', 'q')`, "tasks_ready"},
+			{`EXECUTE scheduled('main', 'q', 'main', 'q', 'main', 'q', 30000)`, "tasks_ready"},
 		} {
 			var plan string
 			if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+p.exec).Scan(&plan); err != nil {

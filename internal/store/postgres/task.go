@@ -217,7 +217,7 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 // skipped if it is no longer ready.
 var claimSQL = sqlschema.Numbered1(`WITH picked(pns, pid) AS (
   SELECT namespace, id FROM tasks WHERE ` + sqlschema.Claimable + `
-  ORDER BY ` + sqlschema.ClaimOrder + ` LIMIT 1
+  ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT 1
   FOR UPDATE SKIP LOCKED
 )
 UPDATE tasks SET ` + sqlschema.ClaimSet + `
@@ -242,7 +242,7 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 // token hashes by number.
 var claimManySQL = sqlschema.Numbered1(`WITH picked AS (
   SELECT namespace AS pns, id AS pid FROM tasks WHERE ` + sqlschema.Claimable + `
-  ORDER BY ` + sqlschema.ClaimOrder + ` LIMIT ?
+  ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT ?
   FOR UPDATE SKIP LOCKED
 ), numbered AS (
   SELECT pns, pid, row_number() OVER () AS i FROM picked

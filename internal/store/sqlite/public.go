@@ -35,7 +35,7 @@ func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility)
 func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
 	for _, q := range queues {
-		sql, args := sqlschema.Scheduled(ns, q, now)
+		sql, args := sqlschema.SQLite.Scheduled(ns, q, now)
 		if v == store.PublicOnly {
 			sql, args = sqlschema.PublicScheduled, []any{ns, q, now}
 		}
@@ -72,7 +72,7 @@ func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, n
 func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, q := range queues {
-		sql, args := sqlschema.OldestReady(ns, q)
+		sql, args := sqlschema.SQLite.OldestReady(ns, q)
 		if v == store.PublicOnly {
 			sql, args = sqlschema.PublicOldestReady, []any{ns, q}
 		}

@@ -131,7 +131,7 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 	// tasks lie in claim order: the pick is one seek, whatever the history.
 	err := t.one(ctx, `UPDATE tasks SET `+sqlschema.ClaimSet+`
  WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Claimable+`
-   ORDER BY `+sqlschema.ClaimOrder+` LIMIT 1)
+   ORDER BY `+sqlschema.SQLite.ClaimOrder()+` LIMIT 1)
  RETURNING `+taskCols, append(sqlschema.ClaimSetArgs(p), p.Namespace, p.Namespace, p.Queue, p.Now),
 		func(s *sqlite3.Stmt) (err error) {
 			task, err = scanTask(s)

@@ -11,14 +11,43 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// The task statements both backends run alike, over the one index on tasks
-// (tasks_claim: finished_at, namespace, queue, state, lease_expires_at,
-// priority DESC, run_at, id). Live tasks share a NULL finished_at and
-// ready ones a NULL lease expiry, so the claim, the lapse check and the
-// ready reads are ranges of it, and retention a range of its first column.
-// Each ORDER BY names the index's columns from finished_at on, the NULL
-// ones too: PostgreSQL's planner takes "x IS NULL" as fixing nothing, and
-// would sort what the index already orders.
+// The task statements both backends run alike. SQLite holds tasks in one
+// index, tasks_claim (finished_at, namespace, queue, state,
+// lease_expires_at, priority DESC, run_at, id): live tasks share a NULL
+// finished_at and ready ones a NULL lease expiry, so the claim, the lapse
+// check and the ready reads are ranges of it, and retention a range of its
+// first column. PostgreSQL holds ready tasks apart, in tasks_ready
+// (namespace, queue, priority DESC, run_at, id) WHERE state = 'ready', and
+// the others in tasks_claim (finished_at, namespace, queue, state,
+// lease_expires_at) WHERE state <> 'ready' (Dialect says why). Each ORDER
+// BY names the index's columns from its first on, the NULL ones too:
+// PostgreSQL's planner takes "x IS NULL" as fixing nothing, and would sort
+// what the index already orders.
+
+// Dialect is how a backend's indexes hold a queue's ready tasks.
+type Dialect struct {
+	// readyLeading are the index columns before priority that a ready
+	// task holds NULL in, each followed by ", ": named in the ORDER BY of
+	// every walk of ready tasks, so it takes the index's order.
+	readyLeading string
+}
+
+var (
+	// SQLite keeps ready tasks in tasks_claim with the others.
+	SQLite = Dialect{readyLeading: "finished_at, lease_expires_at, "}
+	// PostgreSQL keeps them in an index of their own. In one index with
+	// the leased ones, a claim walked the dead entries every earlier claim
+	// left at the front of the ready range (each claim moves its task's
+	// entry, and PostgreSQL removes the old one only at a vacuum): the
+	// leases heartbeats keep moving right beside them changed those pages
+	// too often for a scan to mark the entries dead, and under load the
+	// n-th claim read some n rows. Apart, they are marked as walked over.
+	PostgreSQL = Dialect{}
+)
+
+// ClaimOrder is the order a claim takes ready tasks in: highest priority,
+// then oldest run_at, then id.
+func (d Dialect) ClaimOrder() string { return d.readyLeading + "priority DESC, run_at, id" }
 
 // TaskCols are the task columns every task read selects, in the order the
 // backends scan them.
@@ -93,8 +122,8 @@ func ClaimSetManyArgs(p *store.TaskClaimMany) []any {
 	return []any{p.Now, l.Holder, l.ExpiresAt, l.Seconds, l.Holder, p.Now}
 }
 
-// SortClaimed puts tasks in claim order (ClaimOrder, for tasks that were
-// all ready): highest priority, then oldest run_at, then id.
+// SortClaimed puts tasks in claim order (Dialect.ClaimOrder, for tasks
+// that were all ready): highest priority, then oldest run_at, then id.
 func SortClaimed(tasks []tessera.Task) {
 	slices.SortFunc(tasks, func(a, b tessera.Task) int {
 		if a.Priority != b.Priority {
@@ -119,12 +148,8 @@ func claimSet(run, hash string) string {
 const readyOf = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL`
 
 // Claimable is the condition of a task a claim may take — ready, its
-// run_at come — with arguments namespace, queue, now; ClaimOrder the order
-// it takes them in: highest priority, then oldest run_at, then id.
-const (
-	Claimable  = readyOf + ` AND run_at <= ?`
-	ClaimOrder = `finished_at, lease_expires_at, priority DESC, run_at, id`
-)
+// run_at come — with arguments namespace, queue, now.
+const Claimable = readyOf + ` AND run_at <= ?`
 
 // Lapsed is the condition of a leased task of a queue whose lease expired:
 // arguments namespace, queue, now. LapseOrder walks them soonest expiry
@@ -175,25 +200,28 @@ func LapsedCount(ns, queue string, now time.Time, v store.Visibility) (string, [
 }
 
 // FinishedBefore picks finished tasks that finished before its argument,
-// oldest first, at most its second: retention's batch.
-const FinishedBefore = `SELECT namespace, id FROM tasks WHERE finished_at < ? ORDER BY finished_at LIMIT ?`
+// oldest first, at most its second: retention's batch. (A finished task
+// is never ready; saying so lets PostgreSQL's partial index serve.)
+const FinishedBefore = `SELECT namespace, id FROM tasks WHERE finished_at < ? AND state <> 'ready' ORDER BY finished_at LIMIT ?`
 
 // readyPriorities walks the distinct priorities of a queue's ready tasks,
 // highest first, one seek each (a loose index scan, which neither engine
 // does by itself): arguments namespace, queue twice.
-const readyPriorities = `WITH RECURSIVE p(prio) AS (
-  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` ORDER BY finished_at, lease_expires_at, priority DESC LIMIT 1)
+func (d Dialect) readyPriorities() string {
+	return `WITH RECURSIVE p(prio) AS (
+  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` ORDER BY ` + d.readyLeading + `priority DESC LIMIT 1)
   UNION ALL
   SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` AND priority < p.prio
-    ORDER BY finished_at, lease_expires_at, priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
+    ORDER BY ` + d.readyLeading + `priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
 `
+}
 
 // OldestReady is the oldest run_at of a queue's ready tasks, NULL for
 // none: the first entry of each priority's range, a seek each. Whether
 // its time came is the caller's to judge.
-func OldestReady(ns, queue string) (string, []any) {
-	return readyPriorities + `SELECT min((SELECT run_at FROM tasks WHERE ` + readyOf + ` AND priority = p.prio
-   ORDER BY finished_at, lease_expires_at, priority DESC, run_at LIMIT 1)) FROM p WHERE p.prio IS NOT NULL`,
+func (d Dialect) OldestReady(ns, queue string) (string, []any) {
+	return d.readyPriorities() + `SELECT min((SELECT run_at FROM tasks WHERE ` + readyOf + ` AND priority = p.prio
+   ORDER BY ` + d.readyLeading + `priority DESC, run_at LIMIT 1)) FROM p WHERE p.prio IS NOT NULL`,
 		[]any{ns, queue, ns, queue, ns, queue}
 }
 
@@ -203,9 +231,9 @@ func OldestReady(ns, queue string) (string, []any) {
 // the index's order: a count alone leaves PostgreSQL free to pick any
 // index that holds the namespace, and on a table it has no statistics of
 // yet it picked the primary key, walking every task of the namespace.
-func Scheduled(ns, queue string, now time.Time) (string, []any) {
-	return readyPriorities + `SELECT coalesce(sum((SELECT count(*) FROM (SELECT run_at FROM tasks WHERE ` + readyOf + `
-     AND priority = p.prio AND run_at > ? ORDER BY finished_at, lease_expires_at, priority DESC, run_at) s)), 0)
+func (d Dialect) Scheduled(ns, queue string, now time.Time) (string, []any) {
+	return d.readyPriorities() + `SELECT coalesce(sum((SELECT count(*) FROM (SELECT run_at FROM tasks WHERE ` + readyOf + `
+     AND priority = p.prio AND run_at > ? ORDER BY ` + d.readyLeading + `priority DESC, run_at) s)), 0)
  FROM p WHERE p.prio IS NOT NULL`, []any{ns, queue, ns, queue, ns, queue, now}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,47 +81,12 @@ func testClaimMany(t *testing.T, open Opener) {
 	})
 
 	t.Run("ConcurrentBatchesLeaseEachTaskOnce", func(t *testing.T) {
-		s := open(t)
-		const tasks, claimers, batch = 60, 8, 7
-		var all []*tessera.Task
-		for i := range tasks {
-			all = append(all, taskFixture(fmt.Sprintf("01T%02d", i), taskOpts{queue: "q"}))
-		}
-		insertTasks(t, s, all...)
-		var mu sync.Mutex
-		got := map[string]int{}
-		var wg sync.WaitGroup
-		for c := range claimers {
-			wg.Go(func() {
-				for i := 0; ; i++ {
-					var leased []tessera.Task
-					err := s.Update(t.Context(), func(tx store.Tx) (err error) {
-						leased, err = tx.TaskClaimMany(t.Context(), claimManyFixture("main", "q", epoch, fmt.Sprintf("run-%d-%d", c, i), batch))
-						return err
-					})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if len(leased) == 0 {
-						return
-					}
-					mu.Lock()
-					for _, task := range leased {
-						got[task.ID]++
-					}
-					mu.Unlock()
-				}
+		claimRace(t, open(t), 60, 8, func(s store.Store, c, i int) (leased []tessera.Task, err error) {
+			err = s.Update(t.Context(), func(tx store.Tx) (err error) {
+				leased, err = tx.TaskClaimMany(t.Context(), claimManyFixture("main", "q", epoch, fmt.Sprintf("run-%d-%d", c, i), 7))
+				return err
 			})
-		}
-		wg.Wait()
-		if len(got) != tasks {
-			t.Errorf("%d of %d tasks were claimed", len(got), tasks)
-		}
-		for id, n := range got {
-			if n != 1 {
-				t.Errorf("task %s was claimed %d times", id, n)
-			}
-		}
+			return leased, err
+		})
 	})
 }

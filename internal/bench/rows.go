@@ -42,11 +42,12 @@ type Row struct {
 // RowNames are the scenario's request names, in order: the same in every
 // release, so tables can be compared.
 var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", "keyed_read_namespace",
-	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "claim_granted_10k_finished", "heartbeat",
+	"keyed_namespace_health", "first_request_new_namespace", "enqueue", "enqueue_batch_100", "enqueue_batch_100_per_task", "claim_granted", "heartbeat",
 	"claim_empty", "record_write_v1", "record_write_v2", "blob_upload", "submit", "claim_events_wait3",
 	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
 	"health_500_first", "health_500_repeat",
-	"enqueue_after_1", "enqueue_after_10", "dependency_edge", "heartbeat_checkpoint", "submit_parent_of_10", "settle_per_child"}
+	"enqueue_after_1", "enqueue_after_10", "dependency_edge", "heartbeat_checkpoint", "submit_parent_of_10", "settle_per_child",
+	"claim_granted_1k_finished", "claim_granted_100k_finished"}
 
 const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
 
@@ -278,40 +279,48 @@ func (r *runner) scenario() {
 	r.do(200, "GET", ns+"/v1/counts", worker, nil)
 	r.measure("enqueue_batch_100", func() { r.do(201, "POST", ns+"/v1/tasks/batch", worker, batchBody(100)) })
 	r.perTask("enqueue_batch_100_per_task", "enqueue_batch_100", 100)
+	r.dependencyRows(worker)
 	// Last of all, as history grown before another row would change it:
 	// on PostgreSQL a full page makes an update move its index entries.
-	r.claimBesideHistory(worker, 10_000)
-	r.dependencyRows(worker)
+	r.claimBesideHistory(worker, "claim_granted_1k_finished", 1_000)
+	r.claimBesideHistory(worker, "claim_granted_100k_finished", 100_000)
 }
 
 // claimBesideHistory measures a claim, warm as claim_granted is, in a
-// queue that already holds n finished tasks: written straight to the
-// store, as long use would leave them. Its rows must be claim_granted's:
-// a claim whose plan walks history reads more rows here.
-func (r *runner) claimBesideHistory(worker string, n int) {
-	const ns = "history"
+// namespace of its own whose queue already holds n finished tasks,
+// written straight to the store as long use would leave them. Its rows
+// must be claim_granted's, whatever n: a claim whose plan walks history
+// reads more rows the more there is.
+func (r *runner) claimBesideHistory(worker, name string, n int) {
+	ns := "history-" + strconv.Itoa(n)
 	ctx, now := context.Background(), r.clock.Now()
-	err := r.app.Store.Update(ctx, func(tx store.Tx) error {
-		for range n {
-			t := &tessera.Task{Namespace: ns, ID: ids.New(now), Queue: "default", Title: "finished long ago", Labels: []string{},
-				MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "bench",
-				CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
-			if err := tx.TaskInsert(ctx, t); err != nil {
-				return err
+	for done := 0; done < n && r.err == nil; done += historyBatch {
+		err := r.app.Store.Update(ctx, func(tx store.Tx) error {
+			for range min(historyBatch, n-done) {
+				t := &tessera.Task{Namespace: ns, ID: ids.New(now), Queue: "default", Title: "finished long ago", Labels: []string{},
+					MaxAttempts: 3, Attempts: 1, State: tessera.StateSucceeded, RunAt: now, CreatedBy: "bench",
+					CreatedAt: now, UpdatedAt: now, FinishedAt: &now}
+				if err := tx.TaskInsert(ctx, t); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			r.fail(fmt.Errorf("seed history: %w", err))
+			return
 		}
-		return nil
-	})
-	if err != nil {
-		r.fail(fmt.Errorf("seed history: %w", err))
-		return
 	}
 	r.do(200, "GET", "/ns/"+ns+"/v1/counts", worker, nil)
 	r.do(201, "POST", "/ns/"+ns+"/v1/tasks", worker, map[string]any{"title": "bench task"})
-	r.measure("claim_granted_10k_finished", func() {
+	r.measure(name, func() {
 		r.do(200, "POST", "/ns/"+ns+"/v1/claims", worker, map[string]any{"lease_seconds": 60})
 	})
 }
+
+// historyBatch is how many finished tasks a transaction of the history
+// seeding writes: a writer's transaction stays short.
+const historyBatch = 5000
 
 // anonymous measures a session minted and never used, and a session's
 // lifecycle as a newcomer runs it: mint, claim (its first call, which
@@ -425,15 +434,29 @@ func (r *runner) idleWorkerDay(key string) {
 	}
 }
 
-// Targets are the issue's goals for each row (rows written, or rows read
-// where the name says so); -1 where there is none.
+// Targets are what each row may cost on SQLite (rows written, or rows
+// read where the name says so; -1 where there is no bound): the issues'
+// goals where they were met, else the cost reached, so that no change
+// makes a request dearer unnoticed. Issue 28 asked enqueue ≤ 4 and a keyed
+// lifecycle ≤ 25: an enqueue also records its namespace, the first write
+// to it, and the lifecycle holds 9 audit events, a blob upload's 5 rows
+// and a record's first write of its bucket (docs/perf-baseline.md).
 var Targets = map[string][2]int64{
-	"discovery": {0, 0}, "mcp_tools_list_keyed": {0, 0}, "keyed_read_main": {2, -1}, "keyed_read_namespace": {2, -1}, "first_request_new_namespace": {3, -1},
-	"enqueue": {6, -1}, "enqueue_batch_100": {600, -1}, "enqueue_batch_100_per_task": {6, -1}, "claim_granted": {6, -1}, "heartbeat": {3, -1}, "record_write_v1": {6, -1}, "record_write_v2": {6, -1},
-	"blob_upload": {8, -1}, "submit": {8, -1}, "mcp_enqueue": {6, -1}, "mcp_claim_granted": {6, -1}, "mcp_heartbeat": {3, -1},
-	"mcp_record_write": {6, -1}, "mcp_submit": {8, -1}, "claim_events_wait3": {2, -1}, "keyed_lifecycle": {50, -1},
-	"anon_session_unused": {8, -1}, "anon_lifecycle": {60, -1}, "idle_worker_day": {1500, -1}, "cold_start": {-1, 5},
+	"discovery": {0, 0}, "mcp_tools_list_keyed": {0, 0}, "keyed_read_main": {1, -1}, "keyed_read_namespace": {1, -1}, "keyed_namespace_health": {1, -1},
+	"first_request_new_namespace": {2, -1}, "enqueue": {5, -1}, "enqueue_batch_100": {400, -1}, "enqueue_batch_100_per_task": {4, -1},
+	"claim_granted": {4, -1}, "heartbeat": {2, -1}, "record_write_v1": {3, -1}, "record_write_v2": {2, -1},
+	"blob_upload": {5, -1}, "submit": {4, -1}, "mcp_enqueue": {5, -1}, "mcp_claim_granted": {4, -1}, "mcp_heartbeat": {2, -1},
+	"mcp_record_write": {3, -1}, "mcp_submit": {4, -1}, "claim_events_wait3": {0, -1}, "keyed_lifecycle": {28, -1},
+	"anon_session_unused": {8, -1}, "anon_lifecycle": {50, -1}, "idle_worker_day": {1500, 5000}, "cold_start": {-1, 5},
 	"health_500_first": {-1, 50},
+}
+
+// PostgresTargets are Targets on PostgreSQL, for the rows issue 28 names:
+// its figures are higher for the same work (a primary key is an index of
+// its own, partial indexes are counted whole). The issue asked ≤ 40 for
+// the lifecycle; 53 is what it costs.
+var PostgresTargets = map[string][2]int64{
+	"enqueue": {10, -1}, "claim_granted": {7, -1}, "submit": {7, -1}, "keyed_lifecycle": {53, -1}, "idle_worker_day": {3000, 5000},
 }
 
 // WriteTable prints rows as an aligned table with the targets beside them.

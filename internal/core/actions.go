@@ -80,6 +80,15 @@ const (
 // ActTaskEnqueue, as a single enqueue of it would be.
 const ActTaskEnqueueBatch = "task.enqueue_batch"
 
+// ActClaimBatch and ActSubmitBatch name a batch claim and a batch submit
+// in counters, and for their Need. Each lease a batch grants is evented as
+// ActClaim, each run it ends as ActSubmit, as a single claim or submit
+// would be.
+const (
+	ActClaimBatch  = "claim.grant_batch"
+	ActSubmitBatch = "claim.submit_batch"
+)
+
 // Need is what an operation needs of a key (§4): a grant for the
 // namespace and an action scope, or the admin scope, or just a valid key.
 type Need struct {
@@ -128,6 +137,9 @@ var needs = map[string]Need{
 	ActSubmit:      {Grant: true, Action: tessera.ActionClaim},
 	ActRelease:     {Grant: true, Action: tessera.ActionClaim},
 	ActClaimEvents: {Grant: true, Action: tessera.ActionClaim},
+	// A batch needs what each of its claims or submits would.
+	ActClaimBatch:  {Grant: true, Action: tessera.ActionClaim},
+	ActSubmitBatch: {Grant: true, Action: tessera.ActionClaim},
 
 	ActRecordWrite:   {Grant: true, Action: tessera.ActionWrite},
 	ActRecordRead:    {Grant: true, Action: tessera.ActionRead},

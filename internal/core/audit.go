@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -67,6 +68,10 @@ type auditor struct {
 	mu      sync.Mutex
 	saltDay string
 	salt    []byte
+	// hashes are the address hashes made with salt, by address group: an
+	// HMAC per request was a fiftieth of the server's CPU, and a worker
+	// comes from one address all day.
+	hashes  map[netip.Addr]string
 	pending map[counterKey]int64
 
 	retentionMu  sync.Mutex
@@ -82,7 +87,9 @@ type counterKey struct {
 	outcome                      string
 }
 
-func newAuditor() *auditor { return &auditor{pending: map[counterKey]int64{}} }
+func newAuditor() *auditor {
+	return &auditor{pending: map[counterKey]int64{}, hashes: map[netip.Addr]string{}}
+}
 
 // ipHash returns the salted hash of the request's address group, creating
 // the day's salt inside tx when this is the day's first event. A salt it
@@ -94,11 +101,28 @@ func (s *Service) ipHash(ctx context.Context, tx store.Tx, now time.Time) (hash 
 	if !ok || !addr.IsValid() {
 		return "", nil, nil
 	}
+	group := GroupAddr(addr)
 	salt, fresh, err := s.daySaltFor(ctx, tx, now)
 	if err != nil {
 		return "", nil, err
 	}
-	return addrHash(salt, GroupAddr(addr).AsSlice()), fresh, nil
+	if fresh != nil {
+		// A salt read or made inside tx is not remembered yet.
+		return addrHash(salt, group.AsSlice()), fresh, nil
+	}
+	s.audit.mu.Lock()
+	defer s.audit.mu.Unlock()
+	if h, ok := s.audit.hashes[group]; ok && bytes.Equal(salt, s.audit.salt) {
+		return h, nil, nil
+	}
+	h := addrHash(salt, group.AsSlice())
+	if bytes.Equal(salt, s.audit.salt) {
+		if len(s.audit.hashes) >= maxRemembered {
+			clear(s.audit.hashes)
+		}
+		s.audit.hashes[group] = h
+	}
+	return h, nil, nil
 }
 
 // daySaltFor returns the address salt of now's UTC day: the one remembered,
@@ -133,6 +157,9 @@ func (s *Service) rememberSalt(salt *daySalt) {
 		return
 	}
 	s.audit.mu.Lock()
+	if !bytes.Equal(s.audit.salt, salt.salt) {
+		clear(s.audit.hashes)
+	}
 	s.audit.saltDay, s.audit.salt = salt.day, salt.salt
 	s.audit.mu.Unlock()
 }
@@ -173,7 +200,7 @@ func (s *Service) auditedRead(ctx context.Context, a *auth.Actor, ns, action str
 	}
 	if s.cfg.CountReads {
 		s.Count(a.Principal.ID, ns, action, "ok")
-		s.observe(ctx, a, ns, s.clock.Now())
+		s.observe(ctx, a, ns, s.clock.Now(), read.Public)
 		return nil
 	}
 	return s.act(ctx, a, ns, action, false, func(_ store.Tx, ev *tessera.AuditEvent) error {
@@ -228,7 +255,7 @@ func (s *Service) act(ctx context.Context, a *auth.Actor, ns, action string, cre
 	// Observations follow audited actions; a no-op (an empty claim) is
 	// counted, and an idle worker polling all day costs no profile writes.
 	if ev.Action != "" {
-		s.observe(ctx, a, ns, ev.Time)
+		s.observe(ctx, a, ns, ev.Time, ev.Public)
 	}
 	return nil
 }
@@ -302,10 +329,13 @@ func (s *Service) FlushCounters(ctx context.Context, all bool) error {
 }
 
 // observe makes the observational writes of §8: last_used_at when it is
-// older than the interval, and the namespace identity snapshot when it is
-// due or the principal's account or kind changed. They are read first,
-// written rarely, and a refusal never fails the request.
-func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now time.Time) {
+// older than the interval, and, after a public action, the namespace
+// identity snapshot when it is due or the principal's account or kind
+// changed. The snapshot names who acted in the public activity feed, the
+// one place it is read, which shows public events only: a private action
+// needs none. They are read first, written rarely, and a refusal never
+// fails the request.
+func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now time.Time, public bool) {
 	p := a.Principal
 	touch := p.LastUsedAt == nil || now.Sub(*p.LastUsedAt) >= observeInterval
 	key := ns + "\x00" + p.ID
@@ -313,7 +343,7 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 	seen, known := s.identities[key]
 	s.nsMu.Unlock()
 	changed := known && (seen.Account != p.Account || seen.Kind != p.Kind || seen.DisplayName != p.DisplayName)
-	due := !known || changed || now.Sub(seen.SeenAt) >= identityInterval
+	due := public && (!known || changed || now.Sub(seen.SeenAt) >= identityInterval)
 	if !touch && !due {
 		return
 	}
@@ -344,12 +374,14 @@ func (s *Service) observe(ctx context.Context, a *auth.Actor, ns string, now tim
 	if err != nil {
 		return
 	}
-	s.nsMu.Lock()
-	if len(s.identities) >= maxRemembered {
-		clear(s.identities)
+	if due {
+		s.nsMu.Lock()
+		if len(s.identities) >= maxRemembered {
+			clear(s.identities)
+		}
+		s.identities[key] = id
+		s.nsMu.Unlock()
 	}
-	s.identities[key] = id
-	s.nsMu.Unlock()
 	if wrote && touch {
 		s.auth.Touched(p.ID, now)
 	}

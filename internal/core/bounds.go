@@ -56,6 +56,23 @@ func (ClaimParams) Bounds() input.Bounds {
 	}
 }
 
+func (ClaimBatchParams) Bounds() input.Bounds {
+	b := ClaimParams{}.Bounds()
+	b["max"] = input.Range(1, MaxClaimBatch).Default(1).Doc(fmt.Sprintf("the most leases to grant, 1–%d (default 1)", MaxClaimBatch))
+	return b
+}
+
+func (SubmitItem) Bounds() input.Bounds {
+	b := SubmitParams{}.Bounds()
+	b["task_id"] = input.ID("task").Doc("the task whose run ends")
+	return b
+}
+
+func (SubmitBatchParams) Bounds() input.Bounds {
+	return input.Bounds{"items": input.List(1, MaxClaimBatch, input.Bound{}).
+		Doc(fmt.Sprintf("1–%d runs to end, each with submit's fields and its task_id", MaxClaimBatch))}
+}
+
 func (HeartbeatParams) Bounds() input.Bounds {
 	return input.Bounds{
 		"lease_token":   leaseTokenBound,

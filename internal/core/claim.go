@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -29,11 +30,21 @@ const (
 	eventsPage = 100
 )
 
+// MaxClaimBatch bounds a batch claim's Max and a batch submit's items.
+const MaxClaimBatch = 100
+
 // ClaimParams is the body of POST /v1/claims.
 type ClaimParams struct {
 	Queue        string `json:"queue,omitempty"`
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
 	WaitSeconds  int    `json:"wait_seconds,omitempty"`
+}
+
+// ClaimBatchParams is the body of POST /v1/claims/batch: a claim of up to
+// Max leases (1–100; 0: 1).
+type ClaimBatchParams struct {
+	ClaimParams
+	Max int `json:"max,omitempty"`
 }
 
 // Claimed is a claim's answer: a lease and its task, or no lease and the
@@ -70,17 +81,59 @@ func hashToken(token string) []byte {
 // Claim grants the next ready task of a queue, waiting up to WaitSeconds
 // for one to arrive. Admission (§6) bounds each key's claims.
 func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams) (*Claimed, error) {
+	claims, empty, err := s.claim(ctx, a, ns, p, ActClaim, 1)
+	if err != nil || len(claims) == 0 {
+		return empty, err
+	}
+	return &claims[0], nil
+}
+
+// ClaimedBatch is a batch claim's answer: the leases granted with their
+// tasks, in claim order, or none and the advised wait before the next
+// poll (with what an empty claim says of its queue).
+type ClaimedBatch struct {
+	Claims      []Claimed `json:"claims"`
+	RetryAfter  int       `json:"retry_after,omitempty"`
+	QueueKnown  *bool     `json:"queue_known,omitempty"`
+	QueuePaused bool      `json:"queue_paused,omitempty"`
+}
+
+// ClaimN grants up to p.Max (1–100; 0 means 1) ready tasks of a queue in
+// one transaction, each with a lease of its own — its own run and token —
+// exactly as that many single claims one after another would grant them:
+// in claim order (highest priority, then oldest run_at, then id), lapsed
+// leases of the queue noticed first, every task granted audited as a
+// claim of it (ActClaim), the key's empty-claim hint reset. It waits up to
+// WaitSeconds for at least one task to be ready and answers as soon as one
+// is: it never waits to fill Max. Admission (§6) counts a batch as one
+// claim. A batch granting none is counted (ActClaimBatch, empty) and
+// advises RetryAfter, as an empty claim does.
+func (s *Service) ClaimN(ctx context.Context, a *auth.Actor, ns string, p ClaimBatchParams) (*ClaimedBatch, error) {
+	claims, empty, err := s.claim(ctx, a, ns, p.ClaimParams, ActClaimBatch, max(p.Max, 1))
+	if err != nil {
+		return nil, err
+	}
+	if len(claims) == 0 {
+		return &ClaimedBatch{Claims: []Claimed{}, RetryAfter: empty.RetryAfter, QueueKnown: empty.QueueKnown, QueuePaused: empty.QueuePaused}, nil
+	}
+	return &ClaimedBatch{Claims: claims}, nil
+}
+
+// claim is Claim and ClaimN: it authorizes op, takes one admission, and
+// grants up to max leases, waiting for the first; with none granted it
+// counts op as empty and answers what an empty claim says.
+func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimParams, op string, max int) ([]Claimed, *Claimed, error) {
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
 	}
 	ls := leaseSeconds(p.LeaseSeconds)
-	a, err := s.authorize(ctx, a, ns, ActClaim)
+	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	release, err := s.admission.admit(ctx, a.Key.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
 
@@ -89,24 +142,24 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 	for {
 		// Checked again after admission and after every wait (§4): a key
 		// revoked while it waited gets 401 and the task stays ready.
-		if a, err = s.authorize(ctx, a, ns, ActClaim); err != nil {
-			return nil, err
+		if a, err = s.authorize(ctx, a, ns, op); err != nil {
+			return nil, nil, err
 		}
 		woken, unsubscribe := s.signals.subscribe(topic)
-		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls)
-		if err != nil || claimed != nil {
+		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls, max)
+		if err != nil || len(claimed) > 0 {
 			unsubscribe()
-			if claimed != nil {
+			if len(claimed) > 0 {
 				s.hints.granted(a.Key.ID)
 			}
-			return claimed, err
+			return claimed, nil, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			unsubscribe()
-			s.Count(a.Principal.ID, ns, ActClaim, OutcomeEmpty)
+			s.Count(a.Principal.ID, ns, op, OutcomeEmpty)
 			known := s.queueKnown(ctx, ns, p.Queue)
-			return &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known,
+			return nil, &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known,
 				QueuePaused: s.pauses.isPaused(ns, p.Queue)}, nil
 		}
 		timer := time.NewTimer(s.pollWait(wait))
@@ -119,7 +172,7 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		timer.Stop()
 		unsubscribe()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		select {
 		case <-s.done:
@@ -145,8 +198,11 @@ func (s *Service) pollWait(left time.Duration) time.Duration {
 	return left
 }
 
-func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls int) (*Claimed, error) {
-	var out *Claimed
+// tryClaim grants up to max leases of a queue in one transaction, after
+// noticing its lapsed leases; each task granted gets a claim event (the
+// audited action's own event is the last one's).
+func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls, max int) ([]Claimed, error) {
+	var out []Claimed
 	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Action, out = "", nil // until a task is granted: lapses alone are no event
 		now := ev.Time
@@ -164,30 +220,69 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 				return err
 			}
 		}
-		secret := tessera.RandomToken(24)
-		run := ids.New(now)
-		task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: tessera.Lease{
-			RunID: run, Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls,
-			TokenHash: hashToken(secret)}})
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		lease := *task.Lease
-		lease.Token = leaseToken(task.ID, secret)
-		out = &Claimed{Lease: &lease, Task: task}
-		if task.Attempts > 1 {
-			// An earlier attempt may have left where it got to.
-			switch c, err := tx.CheckpointGet(ctx, ns, task.ID); {
-			case err == nil:
-				out.PreviousCheckpoint = c
-			case !errors.Is(err, store.ErrNotFound):
+		lease := tessera.Lease{Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls}
+		secrets := map[string]string{} // by run id
+		var tasks []tessera.Task
+		if max == 1 {
+			secret := tessera.RandomToken(24)
+			lease.RunID, lease.TokenHash = ids.New(now), hashToken(secret)
+			secrets[lease.RunID] = secret
+			task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: lease})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			tasks = []tessera.Task{*task}
+		} else {
+			p := store.TaskClaimMany{Namespace: ns, Queue: queue, Now: now, Lease: lease, Runs: make([]store.LeaseRun, max)}
+			for i := range p.Runs {
+				secret := tessera.RandomToken(24)
+				p.Runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
+				secrets[p.Runs[i].RunID] = secret
+			}
+			var err error
+			if tasks, err = tx.TaskClaimMany(ctx, p); err != nil || len(tasks) == 0 {
 				return err
 			}
 		}
-		ev.Action, ev.Target, ev.RunID, ev.Public = ActClaim, task.ID, run, task.Public
+		var ipHash string
+		if len(tasks) > 1 {
+			var err error
+			if ipHash, _, err = s.ipHash(ctx, tx, now); err != nil { // a fresh salt is remembered by act, which reads it again
+				return err
+			}
+		}
+		out = make([]Claimed, len(tasks))
+		for i := range tasks {
+			task := &tasks[i]
+			l := *task.Lease
+			l.Token = leaseToken(task.ID, secrets[l.RunID])
+			out[i] = Claimed{Lease: &l, Task: task}
+			if task.Attempts > 1 {
+				// An earlier attempt may have left where it got to.
+				switch c, err := tx.CheckpointGet(ctx, ns, task.ID); {
+				case err == nil:
+					out[i].PreviousCheckpoint = c
+				case !errors.Is(err, store.ErrNotFound):
+					return err
+				}
+			}
+			// Each task granted is a claim of it; the audited action's own
+			// event, written once this returns, is the last one's.
+			te := ev
+			if i < len(tasks)-1 {
+				te = &tessera.AuditEvent{ID: ids.New(now), Time: now, Namespace: ns, PrincipalID: ev.PrincipalID, KeyID: ev.KeyID,
+					IPHash: ipHash, Status: 200}
+			}
+			te.Action, te.Target, te.RunID, te.Public = ActClaim, task.ID, l.RunID, task.Public
+			if te != ev {
+				if err := tx.AuditInsert(ctx, te); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	return out, err
@@ -216,8 +311,12 @@ func (s *Service) lapse(ctx context.Context, tx store.Tx, ns, queue string, now 
 // backs off, or kills the task when attempts are spent. The holder hears
 // of a lapse, and a task that became claimable wakes its queue's claims.
 func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	if task.Run == nil || task.Run.ID != task.Lease.RunID {
+		return fmt.Errorf("task %s: its lease's run %s is not the run on its row", task.ID, task.Lease.RunID)
+	}
 	before := task.Copy()
-	run := &tessera.Run{ID: task.Lease.RunID, TaskID: task.ID, EndedAt: &now, Outcome: outcome, Error: errMsg}
+	// The run ends on the task's row, in the same write as the task.
+	task.Run.EndedAt, task.Run.Outcome, task.Run.Error = &now, outcome, errMsg
 	switch {
 	case task.CancelRequested:
 		task.State = tessera.StateCanceled
@@ -252,7 +351,7 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 		if err := tx.TaskEventAppend(ctx, task.Namespace, task.ID, &tessera.TaskEvent{Kind: tessera.EventLeaseEnded, Body: "lease expired", Time: now}); err != nil {
 			return err
 		}
-		if err := auditLapse(ctx, tx, task, before.Lease.Holder, run.ID, now); err != nil {
+		if err := auditLapse(ctx, tx, task, before.Lease.Holder, before.Lease.RunID, now); err != nil {
 			return err
 		}
 		tx.Notify(ctx, taskTopic(task.Namespace, task.ID))
@@ -260,7 +359,7 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 	if task.State == tessera.StateReady && !task.RunAt.After(now) {
 		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
 	}
-	return tx.RunEnd(ctx, task.Namespace, run)
+	return nil
 }
 
 // jitter adds up to 10 % to d, so retries of tasks that failed together
@@ -598,7 +697,7 @@ func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, 
 		if err != nil {
 			return notFound(err, "task", id)
 		}
-		if !a.Scopes().Admin() && !heldBy(ctx, tx, task, a.Principal.ID) {
+		if !a.Scopes().Admin() && !heldBy(task, a.Principal.ID) {
 			return tessera.Errorf(tessera.CodeForbidden, "claim events are for the task's lease holder")
 		}
 		out.State = task.VisibleState(s.clock.Now())
@@ -620,10 +719,9 @@ func (s *Service) readEvents(ctx context.Context, a *auth.Actor, ns, id string, 
 
 // heldBy reports whether principal holds the task's lease or, once the lease
 // is over, held its last run: the holder may still read how it ended.
-func heldBy(ctx context.Context, tx store.Tx, task *tessera.Task, principal string) bool {
+func heldBy(task *tessera.Task, principal string) bool {
 	if task.Lease != nil {
 		return task.Lease.Holder == principal
 	}
-	runs, err := tx.RunList(ctx, task.Namespace, task.ID)
-	return err == nil && len(runs) > 0 && runs[len(runs)-1].Holder == principal
+	return task.Run != nil && task.Run.Holder == principal
 }

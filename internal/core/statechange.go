@@ -194,6 +194,10 @@ func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task)
 	err := t.Tx.TaskUpdate(ctx, before, after)
 	if err == nil {
 		t.see(after, true)
+		// A run ends on its task's row, in the write that moves the task on.
+		if r := after.Run; r != nil && r.EndedAt != nil && (before.Run == nil || before.Run.EndedAt == nil) {
+			t.ends = append(t.ends, runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome})
+		}
 	}
 	return t.mark(ctx, before.Namespace, err)
 }
@@ -204,14 +208,6 @@ func (t *watchedTx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task,
 		t.see(task, false)
 	}
 	return task, err
-}
-
-func (t *watchedTx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	err := t.Tx.RunEnd(ctx, ns, r)
-	if err == nil {
-		t.ends = append(t.ends, runEnded{ns: ns, taskID: r.TaskID, outcome: r.Outcome})
-	}
-	return err
 }
 
 func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
@@ -237,6 +233,17 @@ func (t *watchedTx) QueuePause(ctx context.Context, p store.QueuePause) (bool, e
 func (t *watchedTx) QueueResume(ctx context.Context, ns, queue string) (bool, error) {
 	changed, err := t.Tx.QueueResume(ctx, ns, queue)
 	return changed, t.mark(ctx, ns, err)
+}
+
+func (t *watchedTx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	tasks, err := t.Tx.TaskClaimMany(ctx, p)
+	if len(tasks) == 0 {
+		return tasks, err
+	}
+	for i := range tasks {
+		t.see(&tasks[i], true)
+	}
+	return tasks, t.mark(ctx, p.Namespace, err)
 }
 
 func (t *watchedTx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {

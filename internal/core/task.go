@@ -175,13 +175,14 @@ type TaskBatch struct {
 	Tasks []tessera.Task `json:"tasks"`
 }
 
-// inBatch names the batch task at index i in err's field and message.
-func inBatch(i int, err error) error {
+// inBatch names the item at index i of a batch's list (tasks, items) in
+// err's field and message.
+func inBatch(list string, i int, err error) error {
 	var e *tessera.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	at := fmt.Sprintf("tasks[%d]", i)
+	at := fmt.Sprintf("%s[%d]", list, i)
 	named := *e
 	named.Field, named.Message = at, at+": "+e.Message
 	if e.Field != "" {
@@ -212,7 +213,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, ta
 	now := s.clock.Now()
 	for i := range tasks {
 		if err := tasks[i].validate(now, true); err != nil {
-			return nil, inBatch(i, err)
+			return nil, inBatch("tasks", i, err)
 		}
 	}
 	var out TaskBatch
@@ -250,11 +251,11 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 	for i := range tasks {
 		task := newTask(&tasks[i], a, ns, now)
 		if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
-			return inBatch(i, err)
+			return inBatch("tasks", i, err)
 		}
 		if ref := tasks[i].Ref; ref != "" {
 			if _, dup := refs[ref]; dup {
-				return inBatch(i, tessera.Invalid("ref", "ref %q names an earlier task of the batch already", ref))
+				return inBatch("tasks", i, tessera.Invalid("ref", "ref %q names an earlier task of the batch already", ref))
 			}
 			refs[ref] = task.ID
 		}

@@ -280,13 +280,12 @@ func TestBatchEnqueueWakesEveryQueue(t *testing.T) {
 }
 
 // Rows per task in a batch are at most a single enqueue's (issue 12). A
-// warm single enqueue writes 5 rows: the task row and its tasks_claim
-// index entry (the partial tasks_finished index holds no unfinished
-// task), the trigger-kept task_counts row ('all' of its queue) and
-// task_ready row, and its audit event. A batch of 100 writes exactly that
-// per task — each task keeps its own event — so 500; with an
-// Idempotency-Key the key's row and its index entry are 2 rows for the
-// whole batch (502), where each single enqueue pays them (7).
+// warm single enqueue writes 4 rows: the task row and its tasks_claim
+// index entry, its queue's trigger-kept task_counts row, and its audit
+// event. A batch of 100 writes exactly that per task — each task keeps
+// its own event — so 400; with an Idempotency-Key the key's row and its
+// index entry are 2 rows for the whole batch (402), where each single
+// enqueue pays them (6).
 func TestBatchEnqueueRowsPerTask(t *testing.T) {
 	// The exact figures are the SQLite meter's (SPEC §14's table).
 	sqliteOnly(t)
@@ -304,8 +303,8 @@ func TestBatchEnqueueRowsPerTask(t *testing.T) {
 	batchKeyed := s.rowsWritten(func() { s.enqueueBatch("main", producer, batchOf("many", 100), "Idempotency-Key", "batch-1") })
 	t.Logf("rows written: single enqueue %d, batch of 100 %d (%.2f a task); with Idempotency-Key %d and %d (%.2f a task)",
 		single, batch, float64(batch)/100, singleKeyed, batchKeyed, float64(batchKeyed)/100)
-	if single != 5 || batch != 500 || singleKeyed != 7 || batchKeyed != 502 {
-		t.Fatalf("rows written: single %d, batch of 100 %d, keyed %d and %d; want 5, 500, 7 and 502", single, batch, singleKeyed, batchKeyed)
+	if single != 4 || batch != 400 || singleKeyed != 6 || batchKeyed != 402 {
+		t.Fatalf("rows written: single %d, batch of 100 %d, keyed %d and %d; want 4, 400, 6 and 402", single, batch, singleKeyed, batchKeyed)
 	}
 }
 

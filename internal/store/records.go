@@ -14,9 +14,11 @@ type RecordTx interface {
 	// RecordHead returns the head version of bucket/key; ErrNotFound if the
 	// record was never written.
 	RecordHead(ctx context.Context, ns, bucket, key string) (int64, error)
-	// RecordPut stores r as version r.Version and makes it the head, if the
-	// head is still prev (0: the record does not exist yet). A head that
-	// moved is ErrConflict and nothing is written.
+	// RecordPut stores r as the version after prev, the head the caller
+	// read (0: the record does not exist yet); r.Version is prev+1. A
+	// version that exists already — the head moved — is ErrConflict and
+	// nothing is written: of concurrent writers of one next version,
+	// exactly one stores it.
 	RecordPut(ctx context.Context, r *tessera.Record, prev int64) error
 	// RecordGet returns one version of bucket/key with its value; version 0
 	// means the head. ErrNotFound if there is no such version.

@@ -129,7 +129,7 @@ type Tx interface {
 	// TaskUpdate writes after over the stored task, if the stored task is
 	// still at before.Version (the version before was read at): only the
 	// mutable fields that differ between the two (state, attempts, run_at,
-	// lease, cancel flag, result, error, progress, finished_at,
+	// lease, run, cancel flag, result, error, progress, finished_at,
 	// updated_at) are written, and the version goes up by one (after.Version
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
@@ -137,9 +137,17 @@ type Tx interface {
 	// TaskClaim leases the next ready task of a queue — highest priority,
 	// then oldest run_at, then id, run_at come — in one atomic operation
 	// with its run: state leased, one more attempt, the lease of p, and a
-	// run numbered by that attempt. Two concurrent claims never get one
-	// task. It returns the task as leased; ErrNotFound when none is ready.
+	// run numbered by that attempt on the task's row (the run it replaces
+	// goes to the history). Two concurrent claims never get one task. It
+	// returns the task as leased; ErrNotFound when none is ready.
 	TaskClaim(ctx context.Context, p TaskClaim) (*tessera.Task, error)
+	// TaskClaimMany leases up to len(p.Runs) ready tasks of a queue in one
+	// atomic operation, in claim order, each as TaskClaim leases one: the
+	// shared lease of p, and its own run and token hash, the i-th task
+	// taken with p.Runs[i]. It returns the tasks leased, in claim order:
+	// fewer when fewer are ready, none (and no error) when none is.
+	// Concurrent claims never share a task.
+	TaskClaimMany(ctx context.Context, p TaskClaimMany) ([]tessera.Task, error)
 	// TaskLapsed returns at most limit leased tasks of a queue whose lease
 	// expired at or before now, soonest expiry first, through an index that
 	// holds only leased tasks: its cost is what it returns.
@@ -152,8 +160,9 @@ type Tx interface {
 	// through the finished index, and reports how many.
 	TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error)
 
-	// RunEnd records the end of a run.
-	RunEnd(ctx context.Context, ns string, r *tessera.Run) error
+	// RunList returns a task's runs, oldest first: the history, then the
+	// run on the task's row (tessera.Task.Run), which TaskClaim starts
+	// and TaskUpdate ends.
 	RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error)
 
 	// TaskEventAppend stores e with the next sequence number of its task —
@@ -179,6 +188,31 @@ type TaskClaim struct {
 	Queue     string
 	Now       time.Time
 	Lease     tessera.Lease
+}
+
+// TaskClaimMany is what a batch claim writes: TaskClaim's queue, clock
+// and lease, whose run id and token hash are each task's own (Runs).
+type TaskClaimMany struct {
+	Namespace string
+	Queue     string
+	Now       time.Time
+	// Lease is what every lease of the batch shares: holder, expiry,
+	// length. Its RunID and TokenHash are unused.
+	Lease tessera.Lease
+	Runs  []LeaseRun
+}
+
+// LeaseRun is one lease's own part: its run and its token's hash.
+type LeaseRun struct {
+	RunID     string
+	TokenHash []byte
+}
+
+// LeaseOf is the whole lease of p's i-th run.
+func (p *TaskClaimMany) LeaseOf(i int) tessera.Lease {
+	l := p.Lease
+	l.RunID, l.TokenHash = p.Runs[i].RunID, p.Runs[i].TokenHash
+	return l
 }
 
 // CommitStats is what a backend that commits for its requests (SQLite's

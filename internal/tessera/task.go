@@ -66,6 +66,11 @@ type Task struct {
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Runs is filled only when a task is read with its history.
 	Runs []Run `json:"runs,omitempty"`
+	// Run is the task's current run, or its last once it ended: it lives
+	// on the task's row, so a claim and the run's end write no row of
+	// their own; an earlier run moves to the history when a claim starts
+	// the next.
+	Run *Run `json:"-"`
 }
 
 // VisibleState is the state a client sees at now: a ready task whose run_at
@@ -86,6 +91,10 @@ func (t *Task) Copy() *Task {
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l
+	}
+	if t.Run != nil {
+		r := *t.Run
+		c.Run = &r
 	}
 	return &c
 }

@@ -121,22 +121,25 @@ func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error 
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE (namespace, id) IN (
- SELECT namespace, id FROM audit_events WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND id < $1 LIMIT $2)`,
+	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
+ SELECT e.ctid FROM ns CROSS JOIN LATERAL (
+   SELECT ctid FROM audit_events WHERE namespace = ns.n AND id < $1 ORDER BY id LIMIT $2) e
+ WHERE ns.n IS NOT NULL LIMIT $2))`,
 		tessera.IDFloor(before), limit)
 	return int(n), err
 }
 
 func (t *tx) AuditCountersPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_counters")+`DELETE FROM audit_counters WHERE (namespace, minute, principal_id, action, outcome) IN (
- SELECT namespace, minute, principal_id, action, outcome FROM audit_counters
- WHERE namespace IN (SELECT n FROM ns WHERE n IS NOT NULL) AND minute < $1 LIMIT $2)`, before.Unix()/60, limit)
+	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_counters")+`DELETE FROM audit_counters WHERE ctid = ANY(ARRAY(
+ SELECT c.ctid FROM ns CROSS JOIN LATERAL (
+   SELECT ctid FROM audit_counters WHERE namespace = ns.n AND minute < $1 ORDER BY minute LIMIT $2) c
+ WHERE ns.n IS NOT NULL LIMIT $2))`, before.Unix()/60, limit)
 	return int(n), err
 }
 
 func (t *tx) IdempotencyPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, `DELETE FROM idempotency WHERE (namespace, principal_id, route, key) IN (
- SELECT namespace, principal_id, route, key FROM idempotency WHERE created_at < $1 LIMIT $2)`, ms(before), limit)
+	n, err := t.exec(ctx, `DELETE FROM idempotency WHERE ctid = ANY(ARRAY(
+ SELECT ctid FROM idempotency WHERE created_at < $1 ORDER BY created_at LIMIT $2))`, ms(before), limit)
 	return int(n), err
 }
 

@@ -5,13 +5,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
 //go:embed migrations/*.sql
@@ -25,13 +25,6 @@ const metaTable = `CREATE TABLE IF NOT EXISTS tessera_meta (
   schema_version INTEGER NOT NULL
 )`
 
-// migrations returns the migration files in order.
-func migrations() ([]string, error) {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	slices.Sort(files)
-	return files, err
-}
-
 // migrate applies the migrations the schema lacks. The version is read
 // first in a READ ONLY transaction, so an up-to-date schema is opened with
 // no write at all. Otherwise one transaction takes the schema's migration
@@ -40,7 +33,7 @@ func migrations() ([]string, error) {
 // the new version together: a crash leaves the old schema or the new,
 // never half of it.
 func (db *DB) migrate(ctx context.Context) error {
-	files, err := migrations()
+	files, err := sqlschema.Migrations(migrationFS)
 	if err != nil {
 		return err
 	}
@@ -79,7 +72,8 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for i, name := range files[min(version, len(files)):] {
+		pending, _ := sqlschema.Pending(files, min(version, len(files)))
+		for i, name := range pending {
 			sql, err := migrationFS.ReadFile(name)
 			if err != nil {
 				return err

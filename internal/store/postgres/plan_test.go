@@ -4,16 +4,19 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
-// The statements that lock tasks — retention's batch (FOR UPDATE SKIP
-// LOCKED) and TaskHold (FOR SHARE) — seek an index, in the generic plan
-// the store's prepared statements may run with as well as the custom one,
-// beside 20,000 tasks of which a fifth are finished.
+// The task statements — retention's batch (FOR UPDATE SKIP LOCKED),
+// TaskHold (FOR SHARE), the claim, the lapse check and the ready reads —
+// seek an index and take its order for theirs (no sort), in the generic
+// plan the store's prepared statements may run with as well as the custom
+// one, beside 20,000 tasks of which a fifth are finished.
 func TestLockingPlansSeekAnIndex(t *testing.T) {
 	url := pgtest.Schema(t)
 	open(t, url, newMeter()) // migrates the schema
@@ -23,6 +26,8 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
+	oldestSQL, _ := sqlschema.PostgreSQL.OldestReady("", "")
+	scheduledSQL, _ := sqlschema.PostgreSQL.Scheduled("", "", time.Time{})
 	for _, sql := range []string{
 		`INSERT INTO tasks (namespace, id, queue, title, brief, labels, priority, public, max_attempts, attempts, state,
  run_at, created_by, created_at, updated_at, cancel_requested, finished_at)
@@ -33,6 +38,10 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		`ANALYZE tasks`,
 		`PREPARE purge AS ` + purgeBatchSQL,
 		`PREPARE hold AS ` + taskHoldSQL,
+		`PREPARE claim AS ` + claimSQL,
+		`PREPARE lapsed AS ` + lapsedSQL + ` FOR UPDATE SKIP LOCKED`,
+		`PREPARE oldest AS ` + sqlschema.Numbered1(oldestSQL),
+		`PREPARE scheduled AS ` + sqlschema.Numbered1(scheduledSQL),
 	} {
 		if _, err := c.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -43,15 +52,22 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range []struct{ exec, index string }{
-			{`EXECUTE purge(1000, 500)`, "tasks_finished"},
+			{`EXECUTE purge(1000, 500)`, "tasks_claim"},
 			{`EXECUTE hold('main', '00000042')`, "tasks_pkey"},
+			{`EXECUTE claim('main', 'q', 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready"},
+			{`EXECUTE lapsed('main', 'q', 30000, 32)`, "tasks_claim"},
+			{`EXECUTE oldest('main', 'q', 'main', 'q', 'main', 'q')`, "tasks_ready"},
+			{`EXECUTE scheduled('main', 'q', 'main', 'q', 'main', 'q', 30000)`, "tasks_ready"},
 		} {
 			var plan string
 			if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+p.exec).Scan(&plan); err != nil {
 				t.Fatalf("%s: %v", p.exec, err)
 			}
-			if strings.Contains(plan, `"Seq Scan"`) || !strings.Contains(plan, `"Index Name": "`+p.index+`"`) {
-				t.Errorf("%s, %s: want a seek of %s, got %s", mode, p.exec, p.index, plan)
+			// A sort would mean the planner did not take the index's
+			// order for the statement's: it would read every ready task.
+			if strings.Contains(plan, `"Seq Scan"`) || strings.Contains(plan, `"Node Type": "Sort"`) ||
+				!strings.Contains(plan, `"Index Name": "`+p.index+`"`) {
+				t.Errorf("%s, %s: want a seek of %s in its order, got %s", mode, p.exec, p.index, plan)
 			}
 		}
 	}

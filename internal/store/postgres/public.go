@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,49 +12,45 @@ import (
 )
 
 // The queue statistics and public state reads, over the tables the
-// triggers of migrations 0004 and 0006 keep (task_counts, task_ready,
-// public_tasks, public_events) and the lease index: each costs the rows it
-// returns plus a few seeks, whatever the tasks and events of the namespace.
+// triggers of migrations 0004, 0006 and 0008 keep (task_counts,
+// public_ready, public_tasks, public_events) and the claim index: each
+// costs the rows it returns plus a few seeks, whatever the tasks and
+// events of the namespace. The statements are SQLite's (package
+// sqlschema).
 
 func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility) ([]store.QueueCount, error) {
-	var rows []store.QueueCount
-	err := t.query(ctx, `SELECT queue, state, sum(count) FROM task_counts WHERE namespace = $1 AND public = ANY($2)
- GROUP BY queue, state ORDER BY queue, state`, []any{ns, sqlschema.Visibilities(v)}, func(r pgx.Rows) error {
-		var c store.QueueCount
-		var n int64
-		if err := r.Scan(&c.Queue, &c.State, &n); err != nil {
+	sql, args := sqlschema.StateCounts(ns, v)
+	var out []store.QueueCount
+	err := t.query(ctx, sqlschema.Numbered1(sql), args, func(r pgx.Rows) error {
+		var queue string
+		var total int64
+		var counted [len(sqlschema.CountedStates)]int64
+		dest := []any{&queue, &total}
+		for i := range counted {
+			dest = append(dest, &counted[i])
+		}
+		if err := r.Scan(dest...); err != nil {
 			return err
 		}
-		c.Count = int(n)
-		rows = append(rows, c)
+		out = append(out, sqlschema.QueueCounts(queue, total, counted)...)
 		return nil
 	})
-	return sqlschema.ReadyFromAll(rows), err
+	return out, err
 }
 
 func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
-	if len(queues) == 0 {
-		return out, nil
-	}
-	for _, public := range sqlschema.Visibilities(v) {
-		// Per queue a range of task_ready's key (namespace, queue, public,
-		// run_at > now): the scheduled tasks and nothing else.
-		err := t.query(ctx, `SELECT q, (SELECT count(*) FROM task_ready r
-   WHERE r.namespace = $1 AND r.queue = q AND r.public = $2 AND r.run_at > $3)
- FROM unnest($4::text[]) q`, []any{ns, public, ms(now), queues}, func(r pgx.Rows) error {
-			var q string
-			var n int64
-			if err := r.Scan(&q, &n); err != nil {
-				return err
-			}
-			if n > 0 {
-				out[q] += int(n)
-			}
-			return nil
-		})
-		if err != nil {
+	for _, q := range queues {
+		sql, args := sqlschema.PostgreSQL.Scheduled(ns, q, now)
+		if v == store.PublicOnly {
+			sql, args = sqlschema.PublicScheduled, []any{ns, q, now}
+		}
+		var n int64
+		if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
 			return nil, err
+		}
+		if n > 0 {
+			out[q] = int(n)
 		}
 	}
 	return out, nil
@@ -61,49 +58,34 @@ func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now 
 
 func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
-	if len(queues) == 0 {
-		return out, nil
-	}
-	// Through tasks_lease: only leased tasks, by queue and expiry.
-	err := t.query(ctx, `SELECT queue, count(*) FROM tasks
- WHERE namespace = $1 AND queue = ANY($2) AND state = 'leased' AND lease_expires_at <= $3 AND public = ANY($4)
- GROUP BY queue`, []any{ns, queues, ms(now), sqlschema.Visibilities(v)}, func(r pgx.Rows) error {
-		var q string
+	for _, q := range queues {
+		sql, args := sqlschema.LapsedCount(ns, q, now, v)
 		var n int64
-		if err := r.Scan(&q, &n); err != nil {
-			return err
+		if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
+			return nil, err
 		}
-		out[q] = int(n)
-		return nil
-	})
-	return out, err
+		if n > 0 {
+			out[q] = int(n)
+		}
+	}
+	return out, nil
 }
 
 func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
-	if len(queues) == 0 {
-		return out, nil
-	}
-	for _, public := range sqlschema.Visibilities(v) {
-		// One seek per queue: task_ready is ordered by run_at within a
-		// queue and visibility, so its first entry is the oldest; it
-		// counts only if its time came.
-		err := t.query(ctx, `SELECT q, (SELECT r.run_at FROM task_ready r
-   WHERE r.namespace = $1 AND r.queue = q AND r.public = $2 ORDER BY r.run_at LIMIT 1)
- FROM unnest($3::text[]) q`, []any{ns, public, queues}, func(r pgx.Rows) error {
-			var q string
-			var runAt *int64
-			if err := r.Scan(&q, &runAt); err != nil || runAt == nil {
-				return err
-			}
-			at := fromMS(*runAt)
-			if prev, ok := out[q]; !at.After(now) && (!ok || at.Before(prev)) {
-				out[q] = at
-			}
-			return nil
-		})
-		if err != nil {
+	for _, q := range queues {
+		sql, args := sqlschema.PostgreSQL.OldestReady(ns, q)
+		if v == store.PublicOnly {
+			sql, args = sqlschema.PublicOldestReady, []any{ns, q}
+		}
+		var runAt *int64
+		err := t.one(ctx, sqlschema.Numbered1(sql), args, &runAt)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
+		}
+		// It counts only if its time came.
+		if at := timePtr(runAt); at != nil && !at.After(now) {
+			out[q] = *at
 		}
 	}
 	return out, nil

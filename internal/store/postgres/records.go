@@ -11,10 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
-
-const versionCols = `v.namespace, v.bucket, v.key, v.version, v.value, coalesce(v.run_id, ''), coalesce(v.task_id, ''), v.written_by, v.created_at`
 
 func scanRecord(rows pgx.Row) (tessera.Record, error) {
 	var r tessera.Record
@@ -27,7 +26,7 @@ func scanRecord(rows pgx.Row) (tessera.Record, error) {
 
 func (t *tx) records(ctx context.Context, sql string, args []any) ([]tessera.Record, error) {
 	var out []tessera.Record
-	err := t.page(ctx, sql, args, func(rows pgx.Rows) (int, error) {
+	err := t.page(ctx, sqlschema.Numbered1(sql), bound(args), func(rows pgx.Rows) (int, error) {
 		r, err := scanRecord(rows)
 		if err != nil {
 			return 0, err
@@ -38,60 +37,45 @@ func (t *tx) records(ctx context.Context, sql string, args []any) ([]tessera.Rec
 	return out, err
 }
 
+var (
+	recordHeadSQL       = sqlschema.Numbered1(sqlschema.RecordHead)
+	recordHeadGetSQL    = sqlschema.Numbered1(sqlschema.RecordHeadGet)
+	recordVersionGetSQL = sqlschema.Numbered1(sqlschema.RecordVersionGet)
+	recordInsertSQL     = sqlschema.Numbered1(sqlschema.RecordInsert)
+)
+
 func (t *tx) RecordHead(ctx context.Context, ns, bucket, key string) (int64, error) {
 	var v int64
-	err := t.one(ctx, `SELECT version FROM record_heads WHERE namespace = $1 AND bucket = $2 AND key = $3`, []any{ns, bucket, key}, &v)
+	err := t.one(ctx, recordHeadSQL, []any{ns, bucket, key}, &v)
 	return v, err
 }
 
+// RecordPut inserts the version first-wins: a concurrent writer of the same
+// version waits for this one, then finds it taken.
 func (t *tx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
-	// The head moves first and only from prev: a compare-and-set. A new
-	// head is inserted first-wins; a concurrent writer of the same new
-	// record waits for this one, then finds the head taken.
-	if prev == 0 {
-		err := t.insert(ctx, "record "+r.Bucket+"/"+r.Key+" head", `INSERT INTO record_heads (namespace, bucket, key, version) VALUES ($1, $2, $3, $4)
- ON CONFLICT DO NOTHING`, r.Namespace, r.Bucket, r.Key, r.Version)
-		if err != nil {
-			return err
-		}
-	} else {
-		err := mustChange(t.exec(ctx, `UPDATE record_heads SET version = $1 WHERE namespace = $2 AND bucket = $3 AND key = $4 AND version = $5`,
-			r.Version, r.Namespace, r.Bucket, r.Key, prev))
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("record %s/%s head moved from %d: %w", r.Bucket, r.Key, prev, store.ErrConflict)
-		}
-		if err != nil {
-			return err
-		}
+	if r.Version != prev+1 {
+		return fmt.Errorf("record %s/%s: version %d does not follow %d", r.Bucket, r.Key, r.Version, prev)
 	}
-	_, err := t.exec(ctx, `INSERT INTO record_versions (namespace, bucket, key, version, value, run_id, task_id, written_by, created_at)
- VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, r.Namespace, r.Bucket, r.Key, r.Version, string(r.Value),
-		nullable(r.RunID), nullable(r.TaskID), r.WrittenBy, ms(r.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("record %s/%s version %d: %w", r.Bucket, r.Key, r.Version, err)
+	err := t.insert(ctx, fmt.Sprintf("record %s/%s version %d", r.Bucket, r.Key, r.Version), recordInsertSQL,
+		bound(sqlschema.RecordInsertArgs(r))...)
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("record %s/%s moved past version %d: %w", r.Bucket, r.Key, prev, err)
 	}
-	return nil
+	return err
 }
 
 func (t *tx) RecordGet(ctx context.Context, ns, bucket, key string, version int64) (*tessera.Record, error) {
-	sql := `SELECT ` + versionCols + ` FROM record_versions v WHERE v.namespace = $1 AND v.bucket = $2 AND v.key = $3 AND v.version = $4`
-	args := []any{ns, bucket, key, version}
 	if version == 0 {
-		sql = `SELECT ` + versionCols + ` FROM record_heads h JOIN record_versions v
- ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE h.namespace = $1 AND h.bucket = $2 AND h.key = $3`
-		args = args[:3]
+		return oneRow(ctx, t, recordHeadGetSQL, []any{ns, bucket, key}, scanRecord)
 	}
-	return oneRow(ctx, t, sql, args, scanRecord)
+	return oneRow(ctx, t, recordVersionGetSQL, []any{ns, bucket, key, version}, scanRecord)
 }
 
 func (t *tx) RecordVersions(ctx context.Context, ns, bucket, key string, before int64, limit int) ([]tessera.Record, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	return t.records(ctx, `SELECT `+versionCols+` FROM record_versions v
- WHERE v.namespace = $1 AND v.bucket = $2 AND v.key = $3 AND v.version < $4 ORDER BY v.version DESC LIMIT $5`,
-		[]any{ns, bucket, key, before, limit})
+	return t.records(ctx, sqlschema.RecordVersions, []any{ns, bucket, key, before, limit})
 }
 
 // prefixEnd returns the smallest string greater than every string that
@@ -115,26 +99,31 @@ func prefixEnd(prefix string) string {
 	return ""
 }
 
+// RecordHeads takes each key's newest version in a LATERAL subquery:
+// joined, PostgreSQL's planner, costing a table it has no statistics of,
+// walked the whole bucket as the outer side of the join.
 func (t *tx) RecordHeads(ctx context.Context, ns, bucket, prefix, after string, limit int) ([]tessera.Record, error) {
-	sql := `SELECT ` + versionCols + ` FROM record_heads h JOIN record_versions v
- ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE h.namespace = $1 AND h.bucket = $2 AND h.key > $3 AND h.key >= $4`
-	args := []any{ns, bucket, after, prefix}
-	if end := prefixEnd(prefix); end != "" {
-		sql += ` AND h.key < $5`
-		args = append(args, end)
-	}
-	args = append(args, limit)
-	sql += fmt.Sprintf(` ORDER BY h.key LIMIT $%d`, len(args))
-	return t.records(ctx, sql, args)
+	with, args := sqlschema.RecordKeys(ns, bucket, prefix, after, prefixEnd(prefix), limit)
+	return t.records(ctx, with+`SELECT `+sqlschema.VersionCols+` FROM k CROSS JOIN LATERAL (SELECT * FROM record_versions
+   WHERE namespace = ? AND bucket = ? AND key = k.key ORDER BY version DESC LIMIT 1) v
+ ORDER BY k.n`, append(args, ns, bucket))
 }
 
+var publicBucketsSQL = sqlschema.Numbered1(sqlschema.PublicBuckets)
+
 func (t *tx) RecordPublicHeads(ctx context.Context, ns, afterBucket, afterKey string, limit int) ([]tessera.Record, error) {
-	return t.records(ctx, `SELECT `+versionCols+` FROM buckets b
- JOIN record_heads h ON h.namespace = b.namespace AND h.bucket = b.name
- JOIN record_versions v ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE b.namespace = $1 AND b.public AND (h.bucket, h.key) > ($2, $3)
- ORDER BY h.bucket, h.key LIMIT $4`, []any{ns, afterBucket, afterKey, limit})
+	return sqlschema.PublicHeads(ctx, afterBucket, afterKey, limit, func(from string, limit int) ([]string, error) {
+		var names []string
+		err := t.query(ctx, publicBucketsSQL, []any{ns, true, from, limit}, func(r pgx.Rows) error {
+			var name string
+			err := r.Scan(&name)
+			names = append(names, name)
+			return err
+		})
+		return names, err
+	}, func(bucket, after string, limit int) ([]tessera.Record, error) {
+		return t.RecordHeads(ctx, ns, bucket, "", after, limit)
+	})
 }
 
 const bucketCols = `namespace, name, public, created_at, updated_at`

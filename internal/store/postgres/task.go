@@ -15,9 +15,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const taskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
- created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+const taskCols = sqlschema.TaskCols
 
 // taskRow scans the task columns.
 type taskRow struct {
@@ -30,14 +28,51 @@ type taskRow struct {
 	leaseToken                []byte
 	leaseExpires, finished    *int64
 	leaseSeconds              *int32
+	run                       runRow
+}
+
+// runRow scans a run's columns (sqlschema.RunCols); a task's run is all
+// NULL when it has none.
+type runRow struct {
+	id, holder, outcome, errText *string
+	attempt                      *int32
+	started, ended               *int64
+}
+
+func (r *runRow) dest() []any {
+	return []any{&r.id, &r.holder, &r.attempt, &r.started, &r.ended, &r.outcome, &r.errText}
+}
+
+// get is the run scanned, nil for none.
+func (r *runRow) get(taskID string) *tessera.Run {
+	if r.id == nil {
+		return nil
+	}
+	run := &tessera.Run{ID: *r.id, TaskID: taskID, EndedAt: timePtr(r.ended)}
+	if r.holder != nil {
+		run.Holder = *r.holder
+	}
+	if r.attempt != nil {
+		run.Attempt = int(*r.attempt)
+	}
+	if r.started != nil {
+		run.StartedAt = fromMS(*r.started)
+	}
+	if r.outcome != nil {
+		run.Outcome = *r.outcome
+	}
+	if r.errText != nil {
+		run.Error = *r.errText
+	}
+	return run
 }
 
 func (r *taskRow) dest() []any {
 	t := &r.t
-	return []any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
+	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}
+		&r.finished, &t.Version}, r.run.dest()...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -47,7 +82,8 @@ func (r *taskRow) task() (*tessera.Task, error) {
 	if r.errText != nil {
 		t.Error = *r.errText
 	}
-	if err := json.Unmarshal([]byte(r.labels), &t.Labels); err != nil {
+	var err error
+	if t.Labels, err = sqlschema.ParseLabels(r.labels); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
 	}
 	if r.leaseRun != nil {
@@ -62,6 +98,7 @@ func (r *taskRow) task() (*tessera.Task, error) {
 			t.Lease.Seconds = int(*r.leaseSeconds)
 		}
 	}
+	t.Run = r.run.get(t.ID)
 	return &t, nil
 }
 
@@ -86,15 +123,16 @@ func placeholders(from, n int) string {
 }
 
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	labels, err := json.Marshal(task.Labels)
+	labels, err := sqlschema.Labels(task.Labels)
 	if err != nil {
 		return err
 	}
-	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, rawArg(task.Payload), string(labels),
+	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, rawArg(task.Payload), labels,
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, ms(task.RunAt),
 		task.CreatedBy, ms(task.CreatedAt), ms(task.UpdatedAt), task.CancelRequested, rawArg(task.Result), task.Error, rawArg(task.Progress)}
 	args = append(args, leaseArgs(task.Lease)...)
 	args = append(args, msPtr(task.FinishedAt), task.Version)
+	args = append(args, bound(sqlschema.RunValues(task.Run))...)
 	return t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...)
 }
 
@@ -171,32 +209,24 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 	return nil
 }
 
-// claimSQL picks and leases the next ready task and inserts its run, in one
-// statement. The pick walks tasks_ready in claim order and takes the first
-// row it can lock at once (SKIP LOCKED): concurrent claims each get
+// claimSQL picks and leases the next ready task and starts its run, in one
+// statement. The pick walks the claim index in claim order and takes the
+// first row it can lock at once (SKIP LOCKED): concurrent claims each get
 // another task and never wait for each other. A row another transaction
 // changed after this statement began is re-checked when it is locked, and
 // skipped if it is no longer ready.
-const claimSQL = `WITH picked AS (
-  SELECT namespace, id FROM tasks
-  WHERE namespace = $1 AND queue = $2 AND state = 'ready' AND lease_expires_at IS NULL AND run_at <= $3
-  ORDER BY priority DESC, run_at, id LIMIT 1
+var claimSQL = sqlschema.Numbered1(`WITH picked(pns, pid) AS (
+  SELECT namespace, id FROM tasks WHERE ` + sqlschema.Claimable + `
+  ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT 1
   FOR UPDATE SKIP LOCKED
-), leased AS (
-  UPDATE tasks t SET state = 'leased', attempts = t.attempts + 1, version = t.version + 1, updated_at = $3,
-    lease_run_id = $4, lease_holder = $5, lease_token_hash = $6, lease_expires_at = $7, lease_seconds = $8
-  FROM picked WHERE t.namespace = picked.namespace AND t.id = picked.id
-  RETURNING t.*
-), run AS (
-  INSERT INTO runs (namespace, run_id, task_id, holder, attempt, started_at)
-  SELECT namespace, $4, id, $5, attempts, $3 FROM leased
 )
-SELECT ` + taskCols + ` FROM leased`
+UPDATE tasks SET ` + sqlschema.ClaimSet + `
+FROM picked WHERE namespace = pns AND id = pid
+RETURNING ` + taskCols)
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
-	l := p.Lease
 	var r taskRow
-	err := t.one(ctx, claimSQL, []any{p.Namespace, p.Queue, ms(p.Now), l.RunID, l.Holder, l.TokenHash, ms(l.ExpiresAt), l.Seconds}, r.dest()...)
+	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Now}, sqlschema.ClaimSetArgs(p)...)), r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,10 +237,50 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 // holds: concurrent claims on one queue share out its lapse work instead of
 // queueing behind each other for the same tasks. (A read-only transaction
 // cannot lock; it only reads.)
+// claimManySQL is claimSQL for a batch, in one statement: the tasks are
+// picked in claim order, numbered, and joined to the batch's runs and
+// token hashes by number.
+var claimManySQL = sqlschema.Numbered1(`WITH picked AS (
+  SELECT namespace AS pns, id AS pid FROM tasks WHERE ` + sqlschema.Claimable + `
+  ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT ?
+  FOR UPDATE SKIP LOCKED
+), numbered AS (
+  SELECT pns, pid, row_number() OVER () AS i FROM picked
+), l AS (
+  SELECT * FROM unnest(?::text[], ?::bytea[]) WITH ORDINALITY AS l(lease_run, lease_hash, i)
+)
+UPDATE tasks SET ` + sqlschema.ClaimSetMany + `
+FROM numbered JOIN l ON l.i = numbered.i WHERE namespace = pns AND id = pid
+RETURNING ` + taskCols)
+
+// TaskClaimMany returns the tasks in claim order: the statement returns
+// them in the order its join met them.
+func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	runs, hashes := make([]string, len(p.Runs)), make([][]byte, len(p.Runs))
+	for i, r := range p.Runs {
+		runs[i], hashes[i] = r.RunID, r.TokenHash
+	}
+	args := bound(append([]any{p.Namespace, p.Queue, p.Now, len(p.Runs), runs, hashes}, sqlschema.ClaimSetManyArgs(&p)...))
+	var out []tessera.Task
+	err := t.query(ctx, claimManySQL, args, func(rows pgx.Rows) error {
+		task, err := scanTask(rows)
+		if err == nil {
+			out = append(out, *task)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sqlschema.SortClaimed(out)
+	return out, nil
+}
+
+var lapsedSQL = sqlschema.Numbered1(`SELECT ` + taskCols + ` FROM tasks WHERE ` + sqlschema.Lapsed +
+	` ORDER BY ` + sqlschema.LapseOrder + ` LIMIT ?`)
+
 func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks
- WHERE namespace = $1 AND queue = $2 AND state = 'leased' AND lease_expires_at <= $3
- ORDER BY lease_expires_at LIMIT $4`
+	sql := lapsedSQL
 	if !t.readOnly {
 		sql += ` FOR UPDATE SKIP LOCKED`
 	}
@@ -231,36 +301,11 @@ func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task,
 }
 
 func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = $1`
-	args := []any{ns}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += " AND " + strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args)))
-	}
-	if f.State != "" {
-		and(`state = ?`, f.State)
-	}
-	if !f.RunAtUpTo.IsZero() {
-		and(`run_at <= ?`, ms(f.RunAtUpTo))
-	}
-	if !f.RunAtAfter.IsZero() {
-		and(`run_at > ?`, ms(f.RunAtAfter))
-	}
-	if f.Queue != "" {
-		and(`queue = ?`, f.Queue)
-	}
-	if f.Label != "" {
-		and(`labels::jsonb @> jsonb_build_array(?::text)`, f.Label)
-	}
-	if f.Before != "" {
-		and(`id < ?`, f.Before)
-	}
-	args = append(args, f.Limit)
-	sql += ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
-	return t.tasks(ctx, sql, args)
+	sql, args := sqlschema.TaskList(ns, f, `labels::jsonb @> jsonb_build_array(?::text)`)
+	return t.tasks(ctx, sqlschema.Numbered1(sql), bound(args))
 }
 
-const purgeBatchSQL = `SELECT namespace, id FROM tasks WHERE finished_at < $1 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+var purgeBatchSQL = sqlschema.Numbered1(sqlschema.FinishedBefore + ` FOR UPDATE SKIP LOCKED`)
 
 // TasksFinishedPurge locks the tasks it deletes first. Unlocked, a task
 // retried (live again) or given an event by a transaction still open
@@ -305,27 +350,19 @@ func (t *tx) tasksDelete(ctx context.Context, nss, ids []string) error {
 	return nil
 }
 
-const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, coalesce(outcome, ''), coalesce(error, '')`
-
-func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	return mustChange(t.exec(ctx, `UPDATE runs SET ended_at = $1, outcome = $2, error = $3 WHERE namespace = $4 AND task_id = $5 AND run_id = $6`,
-		msPtr(r.EndedAt), r.Outcome, r.Error, ns, r.TaskID, r.ID))
-}
+var runListSQL = sqlschema.Numbered1(sqlschema.RunList)
 
 func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
-	err := t.query(ctx, `SELECT `+runCols+` FROM runs WHERE namespace = $1 AND task_id = $2 ORDER BY run_id`, []any{ns, taskID},
-		func(rows pgx.Rows) error {
-			var r tessera.Run
-			var started int64
-			var ended *int64
-			if err := rows.Scan(&r.ID, &r.TaskID, &r.Holder, &r.Attempt, &started, &ended, &r.Outcome, &r.Error); err != nil {
-				return err
-			}
-			r.StartedAt, r.EndedAt = fromMS(started), timePtr(ended)
-			out = append(out, r)
-			return nil
-		})
+	err := t.query(ctx, runListSQL, []any{ns, taskID, ns, taskID}, func(rows pgx.Rows) error {
+		var id string
+		var r runRow
+		if err := rows.Scan(append([]any{&id}, r.dest()...)...); err != nil {
+			return err
+		}
+		out = append(out, *r.get(id))
+		return nil
+	})
 	return out, err
 }
 

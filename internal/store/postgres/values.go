@@ -3,12 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
 // Times are stored as Unix milliseconds, as in SQLite: the precision the
@@ -52,34 +51,24 @@ func raw(v *string) json.RawMessage {
 	return json.RawMessage(*v)
 }
 
-// nullable stores "" as NULL, so optional ids read back as "".
-func nullable(s string) any {
-	if s == "" {
-		return nil
+// bound is a statement's arguments as this backend binds them (arg), for
+// a statement written once for both backends with Go values (package
+// sqlschema).
+func bound(args []any) []any {
+	for i, a := range args {
+		args[i] = arg(a)
 	}
-	return s
+	return args
 }
 
-// page runs a listing under store.PageBudget: scan takes each row and
-// returns its value bytes; once they fill the budget, one row more is
-// taken and the listing stops, so the caller can tell another page
-// follows without the listing holding a full page's values twice over.
+// page runs a listing under store.PageBudget (sqlschema.Page): scan takes
+// each row and returns its value bytes.
 func (t *tx) page(ctx context.Context, sql string, args []any, scan func(pgx.Rows) (int, error)) error {
-	var budget store.PageBudget
-	full := false
-	err := t.query(ctx, sql, args, func(r pgx.Rows) error {
-		wasFull := full
-		n, err := scan(r)
-		full = budget.Take(n)
-		if err == nil && wasFull {
-			err = errPageFull
-		}
-		return err
-	})
-	if errors.Is(err, errPageFull) {
-		return nil
-	}
-	return err
+	var row pgx.Rows
+	return sqlschema.Page(func(each func() error) error {
+		return t.query(ctx, sql, args, func(r pgx.Rows) error {
+			row = r
+			return each()
+		})
+	}, func() (int, error) { return scan(row) })
 }
-
-var errPageFull = errors.New("page full")

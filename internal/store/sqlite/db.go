@@ -18,7 +18,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,6 +33,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/fsync"
 	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
 //go:embed migrations/*.sql
@@ -244,16 +244,16 @@ func (db *DB) migrate(ctx context.Context) error {
 	reads := c.rowsRead
 	defer func() { db.meter.Add(ctx, 0, reads) }()
 
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
+	files, err := sqlschema.Migrations(migrationFS)
 	if err != nil {
 		return err
 	}
-	slices.Sort(files)
-	if version > len(files) {
+	pending, newer := sqlschema.Pending(files, version)
+	if newer {
 		// A newer binary's schema: this one does not know what it holds.
 		return fmt.Errorf("store schema version %d is newer than this build's %d: run the newer tessera (downgrades are not supported)", version, len(files))
 	}
-	if version == len(files) {
+	if len(pending) == 0 {
 		return nil
 	}
 	if err := db.meter.WriteRefusal(); err != nil {
@@ -262,7 +262,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	// The missing migrations run in one transaction, so a crash leaves the
 	// store at its old version, never half-migrated.
 	return c.transact("BEGIN IMMEDIATE", func() error {
-		for i, name := range files[version:] {
+		for i, name := range pending {
 			sql, err := migrationFS.ReadFile(name)
 			if err != nil {
 				return err
@@ -643,10 +643,9 @@ func unavailable(err error) error {
 	return store.Unavailable("storage is unavailable ("+why+"); the operation was not completed", wait, err)
 }
 
-func firstLine(sql string) string {
-	sql = strings.TrimSpace(sql)
-	if i := strings.IndexByte(sql, '\n'); i >= 0 {
-		return sql[:i] + " …"
-	}
-	return sql
-}
+// The statement helpers both backends share (package sqlschema).
+var (
+	firstLine  = sqlschema.FirstLine
+	mustChange = sqlschema.MustChange
+	nullable   = sqlschema.Nullable
+)

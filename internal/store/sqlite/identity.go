@@ -42,14 +42,6 @@ func (t *tx) one(ctx context.Context, sql string, args []any, scan func(*sqlite3
 	return err
 }
 
-// mustChange turns an update of no row into ErrNotFound.
-func mustChange(n int64, err error) error {
-	if err == nil && n == 0 {
-		return store.ErrNotFound
-	}
-	return err
-}
-
 const principalCols = `id, kind, account, display_name, created_at, last_used_at, purge_at`
 
 func scanPrincipal(s *sqlite3.Stmt, off int) *tessera.Principal {

@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
@@ -21,7 +24,9 @@ import (
 func BenchmarkLifecycle(b *testing.B) {
 	for _, workers := range []int{16, 64} {
 		b.Run(fmt.Sprint("workers=", workers), func(b *testing.B) {
-			ctx := context.Background()
+			// A client address, as every request through HTTP has: the
+			// audit trail hashes it.
+			ctx := core.WithClient(context.Background(), netip.MustParseAddr("192.0.2.10"))
 			clock := tessera.SystemClock{}
 			m := meter.New(clock)
 			db := tempStore(b, m)
@@ -31,6 +36,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			defer svc.Close()
 			before := db.CommitStats()
 			b.SetParallelism(max(1, workers/ncpu()))
+			cpu0, cpuOK := processCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -41,6 +47,11 @@ func BenchmarkLifecycle(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			// The process's CPU a task, beside the wall time: on a machine
+			// other work shares, only this is the lifecycle's own.
+			if cpu1, ok := processCPU(); ok && cpuOK {
+				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/task")
+			}
 			after := db.CommitStats()
 			b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/task")
 			b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N), "fsyncs/task")
@@ -49,6 +60,16 @@ func BenchmarkLifecycle(b *testing.B) {
 }
 
 func ncpu() int { return runtime.GOMAXPROCS(0) }
+
+// processCPU is the CPU time this process has used, where the system
+// tells it.
+func processCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
 
 // lifecycle enqueues a task and works one off: every claimer enqueued
 // before it claims, so one is always ready.

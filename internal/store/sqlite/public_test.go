@@ -148,24 +148,24 @@ func TestTaskWritesAreMeteredExactly(t *testing.T) {
 		want int64
 		fn   func(store.Tx) error
 	}{
-		// task + claim index; the queue's 'all' count (ready has no row of
-		// its own); ready entry
-		{"private enqueue", 2 + 1 + 1, func(tx store.Tx) error { return tx.TaskInsert(ctx, priv) }},
-		// and the board list
+		// task + claim index; the queue's count row (ready has no column
+		// of its own)
+		{"private enqueue", 2 + 1, func(tx store.Tx) error { return tx.TaskInsert(ctx, priv) }},
+		// and the board list and the public ready entry
 		{"public enqueue", 2 + 1 + 1 + 1, func(tx store.Tx) error { return tx.TaskInsert(ctx, pub) }},
-		// task + its moved claim-index entry; leased counted in (ready is
-		// implied); ready entry out
+		// task + its moved claim-index entry; leased counted in its
+		// queue's row (ready is implied); a public task's ready entry out
 		{"public claim", 2 + 1 + 1, change(pub, lease)},
-		{"private claim", 2 + 1 + 1, change(priv, lease)},
+		{"private claim", 2 + 1, change(priv, lease)},
 		// task + its claim-index entry, moved by the expiry; nothing else
 		{"public heartbeat", 2, change(pub, func(t *tessera.Task) { t.Lease.ExpiresAt = publicNow.Add(2 * time.Minute) })},
 		// a note numbers on the task row, in no index; and the event
 		{"event", 1 + 1, func(tx store.Tx) error {
 			return tx.TaskEventAppend(ctx, "main", "01A", &tessera.TaskEvent{Kind: tessera.EventNote, By: "p", Time: publicNow})
 		}},
-		// task + claim index + finished index (entered); leased out,
-		// succeeded in
-		{"public submit", 3 + 2, change(pub, func(t *tessera.Task) {
+		// task + its claim-index entry, moved to the finished; leased
+		// out and succeeded in, one counts row
+		{"public submit", 2 + 1, change(pub, func(t *tessera.Task) {
 			t.State, t.Lease, t.FinishedAt = tessera.StateSucceeded, nil, &publicNow
 		})},
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
 	"math"
@@ -11,18 +10,9 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
-
-// nullable stores "" as NULL, so optional ids read back as "".
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-const versionCols = `v.namespace, v.bucket, v.key, v.version, v.value, v.run_id, v.task_id, v.written_by, v.created_at`
 
 func scanRecord(s *sqlite3.Stmt) tessera.Record {
 	return tessera.Record{
@@ -50,37 +40,23 @@ func (t *tx) records(ctx context.Context, sql string, args []any) ([]tessera.Rec
 
 func (t *tx) RecordHead(ctx context.Context, ns, bucket, key string) (int64, error) {
 	var v int64
-	err := t.one(ctx, `SELECT version FROM record_heads WHERE namespace = ? AND bucket = ? AND key = ?`,
-		[]any{ns, bucket, key}, func(s *sqlite3.Stmt) error {
-			v = s.ColumnInt64(0)
-			return nil
-		})
+	err := t.one(ctx, sqlschema.RecordHead, []any{ns, bucket, key}, func(s *sqlite3.Stmt) error {
+		v = s.ColumnInt64(0)
+		return nil
+	})
 	return v, err
 }
 
 func (t *tx) RecordPut(ctx context.Context, r *tessera.Record, prev int64) error {
-	// The head moves first and only from prev: a compare-and-set that holds
-	// on any backend, whatever the transaction isolation.
-	if prev == 0 {
-		if _, err := t.c.exec(ctx, `INSERT INTO record_heads (namespace, bucket, key, version) VALUES (?, ?, ?, ?)`,
-			r.Namespace, r.Bucket, r.Key, r.Version); err != nil {
-			return fmt.Errorf("record %s/%s head: %w", r.Bucket, r.Key, err)
-		}
-	} else {
-		err := mustChange(t.c.exec(ctx, `UPDATE record_heads SET version = ? WHERE namespace = ? AND bucket = ? AND key = ? AND version = ?`,
-			r.Version, r.Namespace, r.Bucket, r.Key, prev))
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("record %s/%s head moved from %d: %w", r.Bucket, r.Key, prev, store.ErrConflict)
-		}
-		if err != nil {
-			return err
-		}
+	if r.Version != prev+1 {
+		return fmt.Errorf("record %s/%s: version %d does not follow %d", r.Bucket, r.Key, r.Version, prev)
 	}
-	_, err := t.c.exec(ctx, `INSERT INTO record_versions (namespace, bucket, key, version, value, run_id, task_id, written_by, created_at)
- VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Namespace, r.Bucket, r.Key, r.Version, string(r.Value),
-		nullable(r.RunID), nullable(r.TaskID), r.WrittenBy, r.CreatedAt)
+	n, err := t.c.exec(ctx, sqlschema.RecordInsert, sqlschema.RecordInsertArgs(r)...)
 	if err != nil {
 		return fmt.Errorf("record %s/%s version %d: %w", r.Bucket, r.Key, r.Version, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("record %s/%s moved past version %d: %w", r.Bucket, r.Key, prev, store.ErrConflict)
 	}
 	return nil
 }
@@ -93,12 +69,9 @@ func (t *tx) RecordGet(ctx context.Context, ns, bucket, key string, version int6
 	}
 	var err error
 	if version == 0 {
-		err = t.one(ctx, `SELECT `+versionCols+` FROM record_heads h JOIN record_versions v
- ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE h.namespace = ? AND h.bucket = ? AND h.key = ?`, []any{ns, bucket, key}, scan)
+		err = t.one(ctx, sqlschema.RecordHeadGet, []any{ns, bucket, key}, scan)
 	} else {
-		err = t.one(ctx, `SELECT `+versionCols+` FROM record_versions v
- WHERE v.namespace = ? AND v.bucket = ? AND v.key = ? AND v.version = ?`, []any{ns, bucket, key, version}, scan)
+		err = t.one(ctx, sqlschema.RecordVersionGet, []any{ns, bucket, key, version}, scan)
 	}
 	if err != nil {
 		return nil, err
@@ -110,9 +83,7 @@ func (t *tx) RecordVersions(ctx context.Context, ns, bucket, key string, before 
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	return t.records(ctx, `SELECT `+versionCols+` FROM record_versions v
- WHERE v.namespace = ? AND v.bucket = ? AND v.key = ? AND v.version < ? ORDER BY v.version DESC LIMIT ?`,
-		[]any{ns, bucket, key, before, limit})
+	return t.records(ctx, sqlschema.RecordVersions, []any{ns, bucket, key, before, limit})
 }
 
 // prefixEnd returns the smallest string greater than every string that
@@ -130,24 +101,26 @@ func prefixEnd(prefix string) string {
 }
 
 func (t *tx) RecordHeads(ctx context.Context, ns, bucket, prefix, after string, limit int) ([]tessera.Record, error) {
-	sql := `SELECT ` + versionCols + ` FROM record_heads h JOIN record_versions v
- ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE h.namespace = ? AND h.bucket = ? AND h.key > ? AND h.key >= ?`
-	args := []any{ns, bucket, after, prefix}
-	if end := prefixEnd(prefix); end != "" {
-		sql += ` AND h.key < ?`
-		args = append(args, end)
-	}
-	sql += ` ORDER BY h.key LIMIT ?`
-	return t.records(ctx, sql, append(args, limit))
+	with, args := sqlschema.RecordKeys(ns, bucket, prefix, after, prefixEnd(prefix), limit)
+	// CROSS JOIN keeps k the outer loop: SQLite's planner otherwise walked
+	// the whole bucket against a filter of the keys.
+	return t.records(ctx, with+`SELECT `+sqlschema.VersionCols+` FROM k CROSS JOIN record_versions v
+ WHERE v.namespace = ? AND v.bucket = ? AND v.key = k.key
+   AND v.version = (SELECT max(version) FROM record_versions WHERE namespace = ? AND bucket = ? AND key = k.key)
+ ORDER BY k.n`, append(args, ns, bucket, ns, bucket))
 }
 
 func (t *tx) RecordPublicHeads(ctx context.Context, ns, afterBucket, afterKey string, limit int) ([]tessera.Record, error) {
-	return t.records(ctx, `SELECT `+versionCols+` FROM buckets b
- JOIN record_heads h ON h.namespace = b.namespace AND h.bucket = b.name
- JOIN record_versions v ON v.namespace = h.namespace AND v.bucket = h.bucket AND v.key = h.key AND v.version = h.version
- WHERE b.namespace = ? AND b.public AND (h.bucket, h.key) > (?, ?)
- ORDER BY h.bucket, h.key LIMIT ?`, []any{ns, afterBucket, afterKey, limit})
+	return sqlschema.PublicHeads(ctx, afterBucket, afterKey, limit, func(from string, limit int) ([]string, error) {
+		var names []string
+		err := t.c.query(ctx, sqlschema.PublicBuckets, []any{ns, true, from, limit}, func(s *sqlite3.Stmt) error {
+			names = append(names, s.ColumnText(0))
+			return nil
+		})
+		return names, err
+	}, func(bucket, after string, limit int) ([]tessera.Record, error) {
+		return t.RecordHeads(ctx, ns, bucket, "", after, limit)
+	})
 }
 
 const bucketCols = `namespace, name, public, created_at, updated_at`

@@ -9,11 +9,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
@@ -254,19 +257,46 @@ func BenchmarkReplay(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
+			var cpu time.Duration
+			measured := false
 			for range b.N {
 				b.StopTimer()
 				replay(b, w, name, func(run func()) {
+					// The thread's own CPU time, beside the wall time: on a
+					// machine other work shares, only the first is the
+					// replay's.
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
 					b.StartTimer()
+					c0, ok0 := threadCPU()
 					run()
+					c1, ok1 := threadCPU()
 					b.StopTimer()
+					if measured = ok0 && ok1; measured {
+						cpu += c1 - c0
+					}
 				})
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*w.tasks), "ns/task")
+			if measured {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*w.tasks), "cpu-ns/task")
+			}
 			b.ReportMetric(float64(len(w.stmts))/float64(w.tasks), "statements/task")
 			b.ReportMetric(float64(commits)/float64(w.tasks), "commits/task")
 		})
 	}
+}
+
+// threadCPU is the CPU time the calling thread has used, where the
+// system tells it (Linux's RUSAGE_THREAD); the caller keeps its goroutine
+// on the thread.
+func threadCPU() (time.Duration, bool) {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if runtime.GOOS != "linux" || syscall.Getrusage(rusageThread, &ru) != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
 // connReplayer runs statements on the store's own connection type, which

@@ -49,8 +49,8 @@ func TestMeterIndexModel(t *testing.T) {
 			}
 		}
 	}
-	// tasks_finished; principals_purge.
-	if want := map[string]int{"tasks": 1, "principals": 1}; !maps.Equal(partial, want) {
+	// principals_purge.
+	if want := map[string]int{"principals": 1}; !maps.Equal(partial, want) {
 		t.Errorf("partial indexes the meter knows: %v, want %v", partial, want)
 	}
 }

@@ -2,7 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,9 +14,10 @@ import (
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-const taskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
- created_by, created_at, updated_at, cancel_requested, result, error, progress,
- lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version`
+const taskCols = sqlschema.TaskCols
+
+// insertTaskValues is a ? for each of taskCols.
+var insertTaskValues = strings.Repeat("?, ", strings.Count(taskCols, ",")) + "?"
 
 func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 	t := &tessera.Task{
@@ -42,7 +43,8 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		FinishedAt:      colTimePtr(s, 25),
 		Version:         s.ColumnInt64(26),
 	}
-	if err := json.Unmarshal([]byte(s.ColumnText(6)), &t.Labels); err != nil {
+	var err error
+	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
 	}
 	if s.ColumnType(20) != sqlite3.NULL {
@@ -55,20 +57,31 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 			Seconds:   s.ColumnInt(24),
 		}
 	}
+	if s.ColumnType(27) != sqlite3.NULL {
+		t.Run = scanRun(s, 27, t.ID)
+	}
 	return t, nil
 }
 
+// scanRun reads a run's columns from column i on (sqlschema.RunCols, or
+// the runs table's from holder on, with its id before).
+func scanRun(s *sqlite3.Stmt, i int, taskID string) *tessera.Run {
+	return &tessera.Run{ID: s.ColumnText(i), TaskID: taskID, Holder: s.ColumnText(i + 1), Attempt: s.ColumnInt(i + 2),
+		StartedAt: colTime(s, i+3), EndedAt: colTimePtr(s, i+4), Outcome: s.ColumnText(i + 5), Error: s.ColumnText(i + 6)}
+}
+
 func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
-	labels, err := json.Marshal(task.Labels)
+	labels, err := sqlschema.Labels(task.Labels)
 	if err != nil {
 		return err
 	}
-	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, string(labels),
+	args := []any{task.Namespace, task.ID, task.Queue, task.Title, task.Brief, task.Payload, labels,
 		task.Priority, task.Public, task.MaxAttempts, task.Attempts, task.State, task.RunAt,
 		task.CreatedBy, task.CreatedAt, task.UpdatedAt, task.CancelRequested, task.Result, task.Error, task.Progress}
 	args = append(args, sqlschema.LeaseValues(task.Lease)...)
 	args = append(args, task.FinishedAt, task.Version)
-	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+	args = append(args, sqlschema.RunValues(task.Run)...)
+	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
 	return nil
@@ -112,18 +125,14 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	var task *tessera.Task
-	l := p.Lease
 	// One statement picks and leases the task. No lock is needed: this
 	// connection is the only writer, so nothing runs between the pick and
 	// the write. INDEXED BY pins the plan to the claim index, where ready
-	// tasks (no lease expiry) lie in claim order: the pick is one seek,
-	// whatever the history.
-	err := t.one(ctx, `UPDATE tasks SET state = 'leased', attempts = attempts + 1, version = version + 1, updated_at = ?,
- lease_run_id = ?, lease_holder = ?, lease_token_hash = ?, lease_expires_at = ?, lease_seconds = ?
- WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim
-   WHERE namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL AND run_at <= ?
-   ORDER BY priority DESC, run_at, id LIMIT 1)
- RETURNING `+taskCols, []any{p.Now, l.RunID, l.Holder, l.TokenHash, l.ExpiresAt, l.Seconds, p.Namespace, p.Namespace, p.Queue, p.Now},
+	// tasks lie in claim order: the pick is one seek, whatever the history.
+	err := t.one(ctx, `UPDATE tasks SET `+sqlschema.ClaimSet+`
+ WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Claimable+`
+   ORDER BY `+sqlschema.SQLite.ClaimOrder()+` LIMIT 1)
+ RETURNING `+taskCols, append(sqlschema.ClaimSetArgs(p), p.Namespace, p.Namespace, p.Queue, p.Now),
 		func(s *sqlite3.Stmt) (err error) {
 			task, err = scanTask(s)
 			return err
@@ -131,19 +140,31 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 	if err != nil {
 		return nil, err
 	}
-	_, err = t.c.exec(ctx, `INSERT INTO runs (namespace, `+runCols+`) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
-		p.Namespace, l.RunID, task.ID, l.Holder, task.Attempts, p.Now)
-	if err != nil {
-		return nil, fmt.Errorf("insert run %s: %w", l.RunID, err)
-	}
 	return task, nil
+}
+
+// TaskClaimMany is TaskClaim once per lease: each a seek of the claim
+// index, in the one writer's transaction, so the batch is as atomic as
+// one claim, and costs what its claims would.
+func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
+	out := make([]tessera.Task, 0, len(p.Runs))
+	for i := range p.Runs {
+		task, err := t.TaskClaim(ctx, store.TaskClaim{Namespace: p.Namespace, Queue: p.Queue, Now: p.Now, Lease: p.LeaseOf(i)})
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *task)
+	}
+	return out, nil
 }
 
 func (t *tx) TaskLapsed(ctx context.Context, ns, queue string, now time.Time, limit int) ([]tessera.Task, error) {
 	// The claim index holds leased tasks by expiry: a range seek.
-	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks INDEXED BY tasks_claim
- WHERE namespace = ? AND queue = ? AND state = 'leased' AND lease_expires_at <= ?
- ORDER BY lease_expires_at LIMIT ?`, []any{ns, queue, now, limit})
+	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Lapsed+`
+ ORDER BY `+sqlschema.LapseOrder+` LIMIT ?`, []any{ns, queue, now, limit})
 }
 
 func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task, error) {
@@ -160,41 +181,14 @@ func (t *tx) tasks(ctx context.Context, sql string, args []any) ([]tessera.Task,
 }
 
 func (t *tx) TaskList(ctx context.Context, ns string, f store.TaskFilter) ([]tessera.Task, error) {
-	sql := `SELECT ` + taskCols + ` FROM tasks WHERE namespace = ?`
-	args := []any{ns}
-	if f.State != "" {
-		sql += ` AND state = ?`
-		args = append(args, f.State)
-	}
-	if !f.RunAtUpTo.IsZero() {
-		sql += ` AND run_at <= ?`
-		args = append(args, f.RunAtUpTo)
-	}
-	if !f.RunAtAfter.IsZero() {
-		sql += ` AND run_at > ?`
-		args = append(args, f.RunAtAfter)
-	}
-	if f.Queue != "" {
-		sql += ` AND queue = ?`
-		args = append(args, f.Queue)
-	}
-	if f.Label != "" {
-		sql += ` AND EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)`
-		args = append(args, f.Label)
-	}
-	if f.Before != "" {
-		sql += ` AND id < ?`
-		args = append(args, f.Before)
-	}
-	sql += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, f.Limit)
+	sql, args := sqlschema.TaskList(ns, f, `EXISTS (SELECT 1 FROM json_each(labels) WHERE value = ?)`)
 	return t.tasks(ctx, sql, args)
 }
 
 func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int) (int, error) {
 	type key struct{ ns, id string }
 	var keys []key
-	err := t.c.query(ctx, `SELECT namespace, id FROM tasks INDEXED BY tasks_finished WHERE finished_at < ? ORDER BY finished_at LIMIT ?`,
+	err := t.c.query(ctx, sqlschema.FinishedBefore,
 		[]any{before, limit}, func(s *sqlite3.Stmt) error {
 			keys = append(keys, key{s.ColumnText(0), s.ColumnText(1)})
 			return nil
@@ -210,23 +204,12 @@ func (t *tx) TasksFinishedPurge(ctx context.Context, before time.Time, limit int
 	return len(keys), nil
 }
 
-const runCols = `run_id, task_id, holder, attempt, started_at, ended_at, outcome, error`
-
-func (t *tx) RunEnd(ctx context.Context, ns string, r *tessera.Run) error {
-	return mustChange(t.c.exec(ctx, `UPDATE runs SET ended_at = ?, outcome = ?, error = ? WHERE namespace = ? AND task_id = ? AND run_id = ?`,
-		r.EndedAt, r.Outcome, r.Error, ns, r.TaskID, r.ID))
-}
-
 func (t *tx) RunList(ctx context.Context, ns, taskID string) ([]tessera.Run, error) {
 	var out []tessera.Run
-	err := t.c.query(ctx, `SELECT `+runCols+` FROM runs WHERE namespace = ? AND task_id = ? ORDER BY run_id`, []any{ns, taskID},
-		func(s *sqlite3.Stmt) error {
-			out = append(out, tessera.Run{
-				ID: s.ColumnText(0), TaskID: s.ColumnText(1), Holder: s.ColumnText(2), Attempt: s.ColumnInt(3),
-				StartedAt: colTime(s, 4), EndedAt: colTimePtr(s, 5), Outcome: s.ColumnText(6), Error: s.ColumnText(7),
-			})
-			return nil
-		})
+	err := t.c.query(ctx, sqlschema.RunList, []any{ns, taskID, ns, taskID}, func(s *sqlite3.Stmt) error {
+		out = append(out, *scanRun(s, 1, s.ColumnText(0)))
+		return nil
+	})
 	return out, err
 }
 

@@ -3,13 +3,12 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
-	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
 // Times are stored as Unix milliseconds: compact, indexable, and the
@@ -90,29 +89,14 @@ func colBlob(s *sqlite3.Stmt, i int) []byte {
 	return s.ColumnBlob(i, nil)
 }
 
-// page runs a listing under store.PageBudget: scan takes each row and
-// returns its value bytes; once they fill the budget, one row more is
-// taken and the listing stops, so the caller can tell another page
-// follows without the listing holding a full page's values twice over.
+// page runs a listing under store.PageBudget (sqlschema.Page): scan takes
+// each row and returns its value bytes.
 func (t *tx) page(ctx context.Context, sql string, args []any, scan func(*sqlite3.Stmt) (int, error)) error {
-	var budget store.PageBudget
-	full := false
-	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
-		if full {
-			_, err := scan(s)
-			if err == nil {
-				err = errPageFull
-			}
-			return err
-		}
-		n, err := scan(s)
-		full = budget.Take(n)
-		return err
-	})
-	if errors.Is(err, errPageFull) {
-		return nil
-	}
-	return err
+	var row *sqlite3.Stmt
+	return sqlschema.Page(func(each func() error) error {
+		return t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
+			row = s
+			return each()
+		})
+	}, func() (int, error) { return scan(row) })
 }
-
-var errPageFull = errors.New("page full")

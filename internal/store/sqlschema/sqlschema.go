@@ -1,8 +1,8 @@
 // Package sqlschema holds what both SQL backends (sqlite, postgres) share of
 // Tessera's one logical schema, so a second backend is not a second copy of
-// a rule: which columns a task change writes, the tables a namespace purge
-// empties, how counts rows turn into counts by state, and the scope of an
-// audit read. SQL here uses ? placeholders; a backend with numbered ones
+// a rule: which columns a task change writes, the task statements over the
+// one task index (tasks.go), the tables a namespace purge empties, how
+// counts rows turn into counts by state, and the scope of an audit read. SQL here uses ? placeholders; a backend with numbered ones
 // rewrites them (Numbered).
 package sqlschema
 
@@ -60,6 +60,11 @@ func TaskChanges(before, after *tessera.Task) []Change {
 	if !sameTimePtr(before.FinishedAt, after.FinishedAt) {
 		set("finished_at", after.FinishedAt)
 	}
+	if !sameRun(before.Run, after.Run) {
+		for i, v := range RunValues(after.Run) {
+			set(runColumns[i], v)
+		}
+	}
 	for i, name := range leaseColumns {
 		if before.Lease == nil || after.Lease == nil {
 			if (before.Lease == nil) != (after.Lease == nil) {
@@ -72,6 +77,14 @@ func TaskChanges(before, after *tessera.Task) []Change {
 		}
 	}
 	return out
+}
+
+// runColumns are RunCols one by one.
+var runColumns = strings.Split(strings.ReplaceAll(RunCols, " ", ""), ",")
+
+func sameRun(a, b *tessera.Run) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.ID == b.ID && a.Holder == b.Holder && a.Attempt == b.Attempt &&
+		a.StartedAt.Equal(b.StartedAt) && sameTimePtr(a.EndedAt, b.EndedAt) && a.Outcome == b.Outcome && a.Error == b.Error
 }
 
 // leaseColumns are a lease's columns, in LeaseValues' order.
@@ -104,29 +117,6 @@ func sameLeaseField(i int, a, b *tessera.Lease) bool {
 	return a.Seconds == b.Seconds
 }
 
-// StateAll is the counts row of every task of a queue: ready has no row of
-// its own and is StateAll less the other states.
-const StateAll = "all"
-
-// ReadyFromAll turns counts rows that hold StateAll and no ready row into
-// rows with ready. Rows come ordered by queue.
-func ReadyFromAll(rows []store.QueueCount) []store.QueueCount {
-	out := make([]store.QueueCount, 0, len(rows))
-	for i := 0; i < len(rows); {
-		q, all, others := rows[i].Queue, 0, 0
-		for ; i < len(rows) && rows[i].Queue == q; i++ {
-			if rows[i].State == StateAll {
-				all = rows[i].Count
-				continue
-			}
-			others += rows[i].Count
-			out = append(out, rows[i])
-		}
-		out = append(out, store.QueueCount{Queue: q, State: tessera.StateReady, Count: all - others})
-	}
-	return out
-}
-
 // namespaceTables are the tables a namespace purge empties, children before
 // parents, each with its primary key (every one leads with namespace).
 var namespaceTables = []struct{ Table, Key string }{
@@ -137,9 +127,8 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"tasks", "namespace, id"},
-	{"task_counts", "namespace, queue, state, public, shard"},
+	{"task_counts", "namespace, queue, public, shard"},
 	{"record_versions", "namespace, bucket, key, version"},
-	{"record_heads", "namespace, bucket, key"},
 	{"buckets", "namespace, name"},
 	{"blob_readers", "namespace, sha256, principal_id"},
 	{"blobs", "namespace, sha256"},

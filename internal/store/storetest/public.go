@@ -1,12 +1,14 @@
 package storetest
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -233,6 +235,50 @@ func testPublic(t *testing.T, open Opener) {
 		updateTasks(t, s, high)
 		if got, want := oldestReady(), map[string]time.Time{"default": at(-30 * time.Second)}; !reflect.DeepEqual(got, want) {
 			t.Errorf("after moving run_at: %v, want %v", got, want)
+		}
+	})
+
+	// Every task's oldest ready and scheduled come from the claim index:
+	// a seek per priority the queue's ready tasks hold, and the scheduled
+	// tasks themselves, never the due ones behind them.
+	t.Run("ReadyReadsCostPrioritiesAndScheduled", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		var tasks []*tessera.Task
+		for i := range 300 {
+			tasks = append(tasks, taskFixture(fmt.Sprintf("01D%04d", i), taskOpts{runAt: at(-time.Duration(i+1) * time.Second)}))
+		}
+		for i := range 4 {
+			tasks = append(tasks, taskFixture(fmt.Sprintf("01S%04d", i), taskOpts{runAt: at(time.Duration(i+1) * time.Hour)}))
+		}
+		tasks = append(tasks,
+			taskFixture("01H1", taskOpts{priority: 5, runAt: at(-10 * time.Hour)}),
+			taskFixture("01H2", taskOpts{priority: 5, runAt: at(time.Minute)}),
+			taskFixture("01L1", taskOpts{priority: -5, runAt: at(-time.Minute)}),
+			taskFixture("01F1", taskOpts{state: tessera.StateSucceeded, runAt: at(-20 * time.Hour)}))
+		insertTasks(t, s, tasks...)
+		ctxU, usage := meter.WithUsage(ctx)
+		var oldest map[string]time.Time
+		var scheduled map[string]int
+		if err := s.View(ctxU, func(tx store.Tx) (err error) {
+			if oldest, err = tx.TaskOldestReady(ctxU, "main", []string{"default"}, epoch, store.AllTasks); err != nil {
+				return err
+			}
+			scheduled, err = tx.TaskScheduled(ctxU, "main", []string{"default"}, epoch, store.AllTasks)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want := (map[string]time.Time{"default": at(-10 * time.Hour)}); !reflect.DeepEqual(oldest, want) {
+			t.Errorf("oldest ready = %v, want %v", oldest, want)
+		}
+		if want := (map[string]int{"default": 5}); !reflect.DeepEqual(scheduled, want) {
+			t.Errorf("scheduled = %v, want %v", scheduled, want)
+		}
+		// Three priorities: a seek to find each and one to read its
+		// oldest, twice; the five scheduled tasks. Not the 300 due.
+		if read := usage.Read.Load(); read > 3*4+5+8 {
+			t.Errorf("the ready reads of a queue with 3 priorities, 5 scheduled and 301 due tasks read %d rows", read)
 		}
 	})
 

@@ -24,4 +24,6 @@ func Run(t *testing.T, open Opener) {
 	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("deps", func(t *testing.T) { testDeps(t, open) })
 	t.Run("console", func(t *testing.T) { testConsole(t, open) })
+	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
+	t.Run("claim many", func(t *testing.T) { testClaimMany(t, open) })
 }

@@ -251,6 +251,7 @@ func testTasks(t *testing.T, open Opener) {
 		lease := p.Lease
 		lease.TaskID = "01A"
 		want.Lease = &lease
+		want.Run = &tessera.Run{ID: "01RUN", TaskID: "01A", Holder: lease.Holder, Attempt: 2, StartedAt: p.Now}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("claimed task:\n got %+v\nwant %+v", got, want)
 		}
@@ -474,12 +475,16 @@ func testTasks(t *testing.T, open Opener) {
 		})
 	})
 
+	// A task's run lives on its row: the claim starts it, the write that
+	// moves the task on ends it, and the next claim moves it to the
+	// history as it starts another.
 	t.Run("Runs", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, taskFixture("01A", taskOpts{queue: "a"}), taskFixture("01B", taskOpts{queue: "b"}))
 		c1 := claimFixture("main", "a", epoch, "01R1")
-		if _, err := claim(t, s, c1); err != nil {
+		first, err := claim(t, s, c1)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := claim(t, s, claimFixture("main", "b", epoch, "01R3")); err != nil {
@@ -487,31 +492,34 @@ func testTasks(t *testing.T, open Opener) {
 		}
 		ended := tessera.Run{ID: "01R1", TaskID: "01A", Holder: c1.Lease.Holder, Attempt: 1, StartedAt: epoch,
 			EndedAt: ptr(at(30 * time.Second)), Outcome: tessera.OutcomeFailed, Error: "it broke"}
-		// RunEnd writes the ending only.
-		end := ended
-		end.Holder, end.Attempt = "someone else", 7
-		writeTx(t, s, func(tx store.Tx) error { return tx.RunEnd(ctx, "main", &end) })
-		readTx(t, s, func(tx store.Tx) error {
-			got, err := tx.RunList(ctx, "main", "01A")
-			if err != nil {
+		back := first.Copy()
+		back.State, back.Lease, back.Run = tessera.StateReady, nil, &ended
+		updateTasks(t, s, back)
+		runsOf := func(ns string) []tessera.Run {
+			var got []tessera.Run
+			readTx(t, s, func(tx store.Tx) (err error) {
+				got, err = tx.RunList(ctx, ns, "01A")
 				return err
-			}
-			if want := []tessera.Run{ended}; !reflect.DeepEqual(got, want) {
-				t.Errorf("runs of 01A:\n got %+v\nwant %+v", got, want)
-			}
-			none, err := tx.RunList(ctx, "elsewhere", "01A")
-			if err != nil {
-				return err
-			}
-			if len(none) != 0 {
-				t.Errorf("runs listed from another namespace: %+v", none)
-			}
-			return nil
-		})
-		err := s.Update(ctx, func(tx store.Tx) error {
-			return tx.RunEnd(ctx, "main", &tessera.Run{ID: "01NONE", TaskID: "01A", EndedAt: ptr(epoch), Outcome: tessera.OutcomeLapsed})
-		})
-		wantErr(t, "end of a missing run", err, store.ErrNotFound)
+			})
+			return got
+		}
+		if got, want := runsOf("main"), []tessera.Run{ended}; !reflect.DeepEqual(got, want) {
+			t.Errorf("runs of 01A once ended:\n got %+v\nwant %+v", got, want)
+		}
+		if got := getTask(t, s, "main", "01A").Run; !reflect.DeepEqual(got, &ended) {
+			t.Errorf("the task's run: %+v, want %+v", got, ended)
+		}
+		c2 := claimFixture("main", "a", at(time.Minute), "01R2")
+		if _, err := claim(t, s, c2); err != nil {
+			t.Fatal(err)
+		}
+		second := tessera.Run{ID: "01R2", TaskID: "01A", Holder: c2.Lease.Holder, Attempt: 2, StartedAt: c2.Now}
+		if got, want := runsOf("main"), []tessera.Run{ended, second}; !reflect.DeepEqual(got, want) {
+			t.Errorf("runs of 01A claimed again:\n got %+v\nwant %+v", got, want)
+		}
+		if none := runsOf("elsewhere"); len(none) != 0 {
+			t.Errorf("runs listed from another namespace: %+v", none)
+		}
 	})
 
 	// Retention of finished tasks deletes those that finished before the

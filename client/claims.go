@@ -61,6 +61,27 @@ type Empty struct {
 // queue that has never had a task is logged once per queue, at warn level,
 // to the client's logger (WithLogger).
 func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error) {
+	claims, err := c.waitClaims(ctx, req, func(req ClaimRequest) ([]Claim, *Empty, error) {
+		cl, empty, err := c.Claim(ctx, req)
+		if cl != nil {
+			return []Claim{*cl}, nil, err
+		}
+		return nil, empty, err
+	})
+	if len(claims) == 0 {
+		return nil, err
+	}
+	return &claims[0], err
+}
+
+// WaitClaimN is WaitClaim for up to max tasks (ClaimN): it answers as
+// soon as at least one is granted.
+func (c *Client) WaitClaimN(ctx context.Context, req ClaimRequest, max int) ([]Claim, error) {
+	return c.waitClaims(ctx, req, func(req ClaimRequest) ([]Claim, *Empty, error) { return c.ClaimN(ctx, req, max) })
+}
+
+// waitClaims is WaitClaim's loop around one claim call.
+func (c *Client) waitClaims(ctx context.Context, req ClaimRequest, claim func(ClaimRequest) ([]Claim, *Empty, error)) ([]Claim, error) {
 	wait := cmp.Or(req.WaitSeconds, MaxClaimWait)
 	req.WaitSeconds = wait
 	// The first poll of a queue asks without waiting, so a queue that
@@ -72,9 +93,9 @@ func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error
 	}
 	for {
 		start := time.Now()
-		cl, empty, err := c.Claim(ctx, req)
-		if err != nil || cl != nil {
-			return cl, err
+		claims, empty, err := claim(req)
+		if err != nil || len(claims) > 0 {
+			return claims, err
 		}
 		c.shared.polled.Store(queue, true)
 		if empty.QueueUnknown {
@@ -101,6 +122,34 @@ func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error
 	}
 }
 
+// ClaimN asks for up to max (1–100) ready tasks of a queue in one call
+// (POST /v1/claims/batch), each granted with a lease of its own, waiting
+// up to req.WaitSeconds for the first: it answers as soon as one is ready
+// and never waits to fill max. None is (nil, *Empty, nil). Like Claim it
+// is not repeated after a connection broke mid-request.
+func (c *Client) ClaimN(ctx context.Context, req ClaimRequest, max int) ([]Claim, *Empty, error) {
+	var out struct {
+		Claims     []Claim `json:"claims"`
+		RetryAfter int     `json:"retry_after"`
+		QueueKnown *bool   `json:"queue_known"`
+	}
+	body := struct {
+		ClaimRequest
+		Max int `json:"max"`
+	}{req, max}
+	if _, err := c.do(ctx, &request{method: "POST", path: "/claims/batch", body: body}, &out); err != nil {
+		return nil, nil, err
+	}
+	if len(out.Claims) == 0 {
+		return nil, &Empty{RetryAfter: time.Duration(out.RetryAfter) * time.Second, QueueUnknown: out.QueueKnown != nil && !*out.QueueKnown}, nil
+	}
+	return out.Claims, nil, nil
+}
+
+// MaxClaimBatch is the most tasks ClaimN may ask for, and the most items
+// of a SubmitBatch.
+const MaxClaimBatch = 100
+
 // MaxClaimWait is the longest long-poll a claim may ask for, in seconds.
 const MaxClaimWait = 20
 
@@ -120,6 +169,28 @@ func (c *Client) Submit(ctx context.Context, taskID string, req SubmitRequest) (
 	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/submit", body: req,
 		idempotencyKey: keyed(req.IdempotencyKey), safe: true}, &out)
 	return result(&out, err)
+}
+
+// SubmitBatch ends up to 100 runs in one call (POST /v1/claims/submit),
+// always with an Idempotency-Key, so it is repeated after a broken
+// connection without ending a run twice. Each item is fenced by its own
+// lease token: a lost lease or a missing task is that item's Err, and the
+// others stand. The results are in the items' order.
+func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]SubmitResult, error) {
+	var out struct {
+		Results []SubmitResult `json:"results"`
+	}
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/submit", body: req,
+		idempotencyKey: keyed(req.IdempotencyKey), safe: true}, &out)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.Results {
+		if e := out.Results[i].Error; e != nil {
+			out.Results[i].Err = &Error{Status: e.Status, Code: e.Code, Message: e.Message}
+		}
+	}
+	return out.Results, nil
 }
 
 // Release gives a task back without using an attempt

@@ -48,6 +48,10 @@ type shared struct {
 	// polled and warned hold the namespace + queue pairs WaitClaim has
 	// polled, and has warned of as unknown.
 	polled, warned sync.Map
+	// submitters coalesce keepers' submits, one per namespace; a server
+	// found without the batch routes is sent single calls from then on.
+	submitters                  sync.Map
+	noBatchClaim, noBatchSubmit atomic.Bool
 }
 
 // Stats counts what a client met beside its answers. Clients derived by

@@ -123,11 +123,14 @@ func (k *Keeper) Stop() {
 }
 
 // Submit stops the heartbeats and submits the run's outcome with the
-// lease's token.
+// lease's token. The submits of a client's keepers are coalesced: one made
+// while another is in flight goes out with the others made meanwhile, in
+// one batch submit (POST /v1/claims/submit), each item still fenced by
+// its own token.
 func (k *Keeper) Submit(ctx context.Context, req SubmitRequest) (*Task, error) {
 	k.Stop()
 	req.LeaseToken = k.claim.Lease.Token
-	return k.c.Submit(ctx, k.claim.Task.ID, req)
+	return k.c.submitterOf().submit(ctx, SubmitItem{TaskID: k.claim.Task.ID, SubmitRequest: req})
 }
 
 // Release stops the heartbeats and gives the task back.

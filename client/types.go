@@ -216,6 +216,35 @@ type SubmitRequest struct {
 	IdempotencyKey string `json:"-"`
 }
 
+// SubmitBatchRequest ends several runs (SubmitBatch).
+type SubmitBatchRequest struct {
+	Items []SubmitItem `json:"items"`
+	// IdempotencyKey is sent as the header; one is generated when empty.
+	IdempotencyKey string `json:"-"`
+}
+
+// SubmitItem is one run a SubmitBatch ends: its task and its outcome.
+type SubmitItem struct {
+	TaskID string `json:"task_id"`
+	SubmitRequest
+}
+
+// SubmitResult is one item's outcome: the task as its submit left it, or
+// Err (an *Error: lease_lost, not_found) when the item was refused.
+type SubmitResult struct {
+	TaskID string     `json:"task_id"`
+	Task   *Task      `json:"task,omitempty"`
+	Error  *ItemError `json:"error,omitempty"`
+	Err    error      `json:"-"`
+}
+
+// ItemError is why the server refused one item of a batch.
+type ItemError struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // ClaimEvents is the answer of the claim-events long-poll.
 type ClaimEvents struct {
 	Events          []TaskEvent `json:"events"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -136,8 +137,9 @@ func (c *Client) Work(ctx context.Context, queue string, handler Handler, opts W
 	return errors.Join(fatal, fmt.Errorf("%w: %d task(s) cut short and released", ErrDrained, cut))
 }
 
-// claimLoop claims a task whenever a slot is free and hands it to start,
-// until ctx ends, maxTasks were claimed, or claiming cannot go on.
+// claimLoop claims tasks whenever slots are free and hands each to start,
+// until ctx ends, maxTasks were claimed, or claiming cannot go on. The
+// slots free at once are claimed for together, in one batch claim.
 func (c *Client) claimLoop(ctx context.Context, req ClaimRequest, maxTasks int, slots chan struct{}, start func(*Claim)) error {
 	backoff := time.Second
 	for claimed := 0; maxTasks == 0 || claimed < maxTasks; {
@@ -146,9 +148,17 @@ func (c *Client) claimLoop(ctx context.Context, req ClaimRequest, maxTasks int, 
 		case <-ctx.Done():
 			return nil
 		}
-		cl, err := c.WaitClaim(ctx, req)
-		if err != nil {
+		want := 1 + takeFree(slots, min(MaxClaimBatch, cap(slots))-1)
+		if maxTasks > 0 {
+			for ; want > maxTasks-claimed; want-- {
+				<-slots
+			}
+		}
+		claims, err := c.waitClaimSome(ctx, req, want)
+		for range want - len(claims) {
 			<-slots
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -163,11 +173,43 @@ func (c *Client) claimLoop(ctx context.Context, req ClaimRequest, maxTasks int, 
 			continue
 		}
 		backoff = time.Second
-		claimed++
-		c.log.Info("tessera: task claimed", "task", cl.Task.ID, "run", cl.Lease.RunID, "attempt", cl.Task.Attempts, "title", cl.Task.Title)
-		start(cl)
+		for i := range claims {
+			cl := &claims[i]
+			claimed++
+			c.log.Info("tessera: task claimed", "task", cl.Task.ID, "run", cl.Lease.RunID, "attempt", cl.Task.Attempts, "title", cl.Task.Title)
+			start(cl)
+		}
 	}
 	return nil
+}
+
+// takeFree takes up to n more slots that are free now, without waiting.
+func takeFree(slots chan struct{}, n int) int {
+	for taken := 0; taken < n; taken++ {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return taken
+		}
+	}
+	return n
+}
+
+// waitClaimSome long-polls for up to n tasks: one claim for one, a batch
+// claim for more, unless the server has no batch route.
+func (c *Client) waitClaimSome(ctx context.Context, req ClaimRequest, n int) ([]Claim, error) {
+	if n > 1 && !c.shared.noBatchClaim.Load() {
+		claims, err := c.WaitClaimN(ctx, req, n)
+		if s := status(err); s != http.StatusNotFound && s != http.StatusMethodNotAllowed {
+			return claims, err
+		}
+		c.shared.noBatchClaim.Store(true)
+	}
+	cl, err := c.WaitClaim(ctx, req)
+	if cl == nil {
+		return nil, err
+	}
+	return []Claim{*cl}, err
 }
 
 // handle runs the handler for one claimed task under a Keeper and ends the

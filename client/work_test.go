@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,5 +171,75 @@ func TestWorkEndsOnAKeyThatMayNotClaim(t *testing.T) {
 	err := reader.Work(ctx, "w", func(context.Context, *client.Job) (any, error) { return nil, nil }, client.WorkOptions{})
 	if !client.IsForbidden(err) {
 		t.Fatalf("Work with a read-only key: %v, want forbidden", err)
+	}
+}
+
+// Work claims the slots free at once in one batch claim, and the submits
+// made while one is in flight go out together in one batch submit: eight
+// handlers on sixteen tasks claim eight at a time, and the seven submits
+// that wait behind the first (held up 300 ms at the server) are one call.
+func TestWorkBatchesClaimsAndSubmits(t *testing.T) {
+	var log routeLog
+	slowFirst := sync.Once{}
+	srv := testserver.Start(t, testserver.Options{Wrap: func(h http.Handler) http.Handler {
+		return log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/submit") && !strings.HasSuffix(r.URL.Path, "/claims/submit") {
+				slowFirst.Do(func() { time.Sleep(300 * time.Millisecond) })
+			}
+			h.ServeHTTP(w, r)
+		}))
+	}})
+	c := newClient(t, srv.URL, testserver.AdminKey)
+	var payloads []any
+	for i := range 16 {
+		payloads = append(payloads, i)
+	}
+	ids := enqueueN(t, c, "w", payloads...)
+	var started sync.WaitGroup
+	started.Add(8)
+	var n sync.Mutex
+	handled := 0
+	err := c.Work(context.Background(), "w", func(ctx context.Context, job *client.Job) (any, error) {
+		n.Lock()
+		handled++
+		first := handled <= 8
+		n.Unlock()
+		if first {
+			// The first eight finish together.
+			started.Done()
+			started.Wait()
+		}
+		return nil, nil
+	}, client.WorkOptions{Concurrency: 8, MaxTasks: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got := getTask(t, c, id); got.State != client.StateSucceeded || len(got.Runs) != 1 {
+			t.Errorf("task %s: %s after %d runs", id, got.State, len(got.Runs))
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	count := func(route string) int {
+		k := 0
+		for _, s := range log.seen {
+			if s == route {
+				k++
+			}
+		}
+		return k
+	}
+	// The first claim is for the eight slots free at the start; later ones
+	// are for as many as were free then.
+	first := slices.IndexFunc(log.seen, func(s string) bool { return strings.HasPrefix(s, "POST /v1/claims") })
+	if first < 0 || log.seen[first] != "POST /v1/claims/batch" {
+		t.Errorf("the first claim is not a batch claim: %v", log.seen)
+	}
+	if claims := count("POST /v1/claims/batch") + count("POST /v1/claims"); claims >= 16 {
+		t.Errorf("%d claim requests for 16 tasks", claims)
+	}
+	if count("POST /v1/claims/submit") < 1 {
+		t.Errorf("no batch submit: %v", log.seen)
 	}
 }

@@ -68,6 +68,7 @@ twice or leased twice (exit 1 if one was).
 	fs.IntVar(&o.Workers, "workers", 16, "workers, each with its own key and connection")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "how long the load runs (with --backlog: the most the work-off may take; default until worked off)")
 	fs.IntVar(&o.Backlog, "backlog", 0, "enqueue this many tasks first, then measure working them off")
+	fs.IntVar(&o.Batch, "batch", 0, "with --backlog: work it off this many tasks a time (1–100), a batch claim and a batch submit each")
 	fs.BoolVar(&o.Public, "public", false, "make the tasks public")
 	heartbeat := fs.Bool("heartbeat", true, "heartbeat each claimed task before submitting it (false: claim → submit, as a job queue's worker fetches and completes a short job)")
 	fs.StringVar(&o.Store, "store", "sqlite", "the started servers' --store: sqlite, or a PostgreSQL URL")

@@ -44,7 +44,11 @@ type LoadOptions struct {
 	// as a job queue's worker fetches and completes a job too short to
 	// need its lease extended.
 	NoHeartbeat bool
-	Public      bool
+	// Batch, with Backlog, works the backlog off Batch tasks a time: a
+	// batch claim (POST /v1/claims/batch, max Batch) and one batch submit
+	// of what it granted (POST /v1/claims/submit). 0 or 1: one at a time.
+	Batch  int
+	Public bool
 	// CPUProfile is a file to write a CPU profile of the (first) server
 	// to, taken over the middle of the run from its --debug-addr.
 	CPUProfile string
@@ -68,16 +72,19 @@ type LoadReport struct {
 	Seconds   float64 `json:"seconds"`
 	// Tasks were taken through their lifecycle (or worked off) in the
 	// measured phase; warm-up and drain are left out.
-	Tasks          int64     `json:"tasks"`
-	TasksPerSecond float64   `json:"tasks_per_second"`
-	Windows        []Window  `json:"windows"`
-	WindowSeconds  float64   `json:"window_seconds"`
-	CallsPerTask   int       `json:"calls_per_task"`
-	Heartbeat      bool      `json:"heartbeat"`
-	NoOp           NoOp      `json:"noop"`
-	Ratio          float64   `json:"ratio"`
-	Latency        []Latency `json:"latency"`
-	EmptyClaims    int64     `json:"empty_claims"`
+	Tasks          int64    `json:"tasks"`
+	TasksPerSecond float64  `json:"tasks_per_second"`
+	Windows        []Window `json:"windows"`
+	WindowSeconds  float64  `json:"window_seconds"`
+	// CallsPerTask are a task's requests; with Batch, 1: a task's share
+	// of its batch's (2 ÷ Batch, plus a heartbeat each) counted as one.
+	CallsPerTask int       `json:"calls_per_task"`
+	Batch        int       `json:"batch,omitempty"`
+	Heartbeat    bool      `json:"heartbeat"`
+	NoOp         NoOp      `json:"noop"`
+	Ratio        float64   `json:"ratio"`
+	Latency      []Latency `json:"latency"`
+	EmptyClaims  int64     `json:"empty_claims"`
 	// RowsWrittenPerTask and RowsReadPerTask are the meter's delta over
 	// the measured phase ÷ Tasks; RowsFrom says where it was read.
 	RowsWrittenPerTask *float64 `json:"rows_written_per_task"`
@@ -185,6 +192,9 @@ func (o *LoadOptions) Validate() error {
 	if o.Backlog == 0 && o.Duration == 0 {
 		return errors.New("--duration must be positive")
 	}
+	if o.Batch < 0 || o.Batch > 100 || o.Batch > 1 && o.Backlog == 0 {
+		return errors.New("--batch must be 1–100, with --backlog")
+	}
 	if o.NoOpDuration < 0 {
 		return errors.New("--noop-duration must be ≥ 0")
 	}
@@ -255,6 +265,9 @@ func Load(ctx context.Context, o LoadOptions) (*LoadReport, error) {
 	}
 	if o.NoHeartbeat {
 		r.rep.CallsPerTask--
+	}
+	if o.Batch > 1 {
+		r.rep.CallsPerTask, r.rep.Batch = 1, o.Batch
 	}
 	key := o.Key
 	if o.URL != "" {
@@ -349,7 +362,7 @@ func (r *run) setUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, public: r.o.Public, heartbeat: !r.o.NoHeartbeat, seen: map[string]taskSeen{}})
+		r.workers = append(r.workers, &worker{id: i, c: c, key: k.Secret, public: r.o.Public, heartbeat: !r.o.NoHeartbeat, batch: r.o.Batch, seen: map[string]taskSeen{}})
 	}
 	warm := &phase{alive: r.alive}
 	warm.end(30 * time.Second) // claims wait for the others' tasks, not forever

@@ -150,6 +150,42 @@ func TestLoadBacklogHeartbeatsOrNot(t *testing.T) {
 	}
 }
 
+// --batch works the backlog off in batches: the 50 tasks take five batch
+// claims of ten (and one empty one a worker, which ends its work-off) and
+// five batch submits; no single claim or submit is sent after the
+// warm-up, and every task succeeds once.
+func TestLoadBacklogInBatches(t *testing.T) {
+	var batchClaims, batchSubmits, singles atomic.Int64
+	count := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/v1/claims/batch"):
+				batchClaims.Add(1)
+			case strings.HasSuffix(r.URL.Path, "/v1/claims/submit"):
+				batchSubmits.Add(1)
+			case strings.HasSuffix(r.URL.Path, "/submit"):
+				singles.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	s := testserver.Start(t, testserver.Options{Core: raisedAdmission, Wrap: count})
+	rep, err := Load(context.Background(), LoadOptions{URL: s.URL, Key: testserver.AdminKey, Workers: 2,
+		Backlog: 50, Batch: 10, NoOpDuration: time.Second, NoHeartbeat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Batch != 10 || rep.CallsPerTask != 1 || rep.Tasks != 50 {
+		t.Errorf("batch %d, %d calls per task, %d tasks: want 10, 1, 50", rep.Batch, rep.CallsPerTask, rep.Tasks)
+	}
+	if c, sb, single := batchClaims.Load(), batchSubmits.Load(), singles.Load(); c != 7 || sb != 5 || single != 2 {
+		t.Errorf("%d batch claims, %d batch submits, %d single submits; want 7, 5 and the warm-ups' 2", c, sb, single)
+	}
+	if v := rep.Verify; !v.Pass || v.Succeeded != 52 {
+		t.Errorf("verify %+v: want the 50 and the 2 warm-ups succeeded", v)
+	}
+}
+
 // The route check reads the OpenAPI description as it is written.
 func TestHasRoute(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})

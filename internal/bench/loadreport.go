@@ -44,6 +44,9 @@ func WriteLoad(w io.Writer, rep *LoadReport) {
 	}
 	fmt.Fprintf(tw, "no-op\t%.0f req/s (%.0f before the load, %.0f after; same client, %d workers, %.1f s, %d errors)\n",
 		rep.NoOp.RequestsPerSecond, rep.NoOp.BeforeRequestsPerSecond, rep.NoOp.AfterRequestsPerSecond, rep.Workers, rep.NoOp.Seconds, rep.NoOp.Errors)
+	if rep.Batch > 1 {
+		fmt.Fprintf(tw, "batches\tof up to %d tasks: a batch claim and a batch submit each; a call below is a task's share of them\n", rep.Batch)
+	}
 	fmt.Fprintf(tw, "ratio\t%.4f  (tasks/s × %d calls ÷ no-op req/s)\n", rep.Ratio, rep.CallsPerTask)
 	fmt.Fprintf(tw, "rows/task\twritten %s, read %s (%s)\n", optional(rep.RowsWrittenPerTask, "%.2f"),
 		optional(rep.RowsReadPerTask, "%.2f"), orNA(rep.RowsFrom))

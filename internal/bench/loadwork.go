@@ -94,9 +94,11 @@ type worker struct {
 	// heartbeat: the worker heartbeats each task it claimed before it
 	// submits it.
 	heartbeat bool
-	seq       int
-	seen      map[string]taskSeen
-	st        *callStats
+	// batch, above 1, is how many tasks a work-off claim asks for.
+	batch int
+	seq   int
+	seen  map[string]taskSeen
+	st    *callStats
 	// unsure counts tasks a failed enqueue may still have created.
 	unsure int
 	// first is the first task enqueued: its answer is what the no-op
@@ -175,11 +177,68 @@ func (w *worker) lifecycles(ctx context.Context, p *phase) {
 // ready (the backlog is worked off) or the phase stops.
 func (w *worker) workOff(ctx context.Context, p *phase) {
 	for p.running(ctx) {
-		if _, empty := w.work(ctx, p, 0, true); empty {
+		var empty bool
+		if w.batch > 1 {
+			empty = w.workBatch(ctx, p)
+		} else {
+			_, empty = w.work(ctx, p, 0, true)
+		}
+		if empty {
 			return
 		}
 	}
 }
+
+// workBatch claims up to w.batch tasks in one call and ends them in one
+// batch submit. It reports whether the claim found the queue empty.
+func (w *worker) workBatch(ctx context.Context, p *phase) (empty bool) {
+	var claims []client.Claim
+	ok := w.repeat(ctx, callClaim, func() error {
+		var none *client.Empty
+		var err error
+		claims, none, err = w.c.ClaimN(ctx, client.ClaimRequest{Queue: benchQueue, LeaseSeconds: leaseSeconds}, w.batch)
+		if none != nil {
+			w.st.empty++
+		}
+		if err != nil && !refusedWithoutActing(err) {
+			return errGiveUp{err} // a lost answer may have granted leases: not repeated
+		}
+		return err
+	})
+	if !ok || len(claims) == 0 {
+		return ok
+	}
+	req := client.SubmitBatchRequest{Items: make([]client.SubmitItem, len(claims)), IdempotencyKey: "bench-" + claims[0].Task.ID}
+	for i, cl := range claims {
+		w.note(cl.Task.ID, func(s *taskSeen) { s.claims++ })
+		if w.heartbeat {
+			w.repeat(ctx, callHeartbeat, func() error {
+				_, err := w.c.Heartbeat(ctx, cl.Task.ID, client.HeartbeatRequest{LeaseToken: cl.Lease.Token})
+				return err
+			})
+		}
+		req.Items[i] = client.SubmitItem{TaskID: cl.Task.ID, SubmitRequest: client.SubmitRequest{LeaseToken: cl.Lease.Token,
+			Outcome: client.OutcomeSucceeded, Result: json.RawMessage(`{"ok":true}`)}}
+	}
+	var results []client.SubmitResult
+	if !w.repeat(ctx, callSubmit, func() (err error) { results, err = w.c.SubmitBatch(ctx, req); return err }) {
+		return false
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			w.st.fail(callSubmit, r.Err)
+			continue
+		}
+		w.note(r.TaskID, func(s *taskSeen) { s.submits++ })
+		p.done.Add(1)
+	}
+	return false
+}
+
+// errGiveUp is an error repeat must not send again.
+type errGiveUp struct{ error }
+
+func (e errGiveUp) Unwrap() error { return e.error }
 
 func (w *worker) enqueue(ctx context.Context) bool {
 	start := time.Now()
@@ -268,7 +327,8 @@ func (w *worker) repeat(ctx context.Context, k callKind, call func() error) bool
 			return true
 		}
 		w.st.fail(k, err)
-		if try == callAttempts || !mayRepeat(err) || ctx.Err() != nil {
+		var giveUp errGiveUp
+		if try == callAttempts || !mayRepeat(err) || errors.As(err, &giveUp) || ctx.Err() != nil {
 			return false
 		}
 		pause(ctx, errorPause)

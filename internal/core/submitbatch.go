@@ -21,6 +21,9 @@ type SubmitItem struct {
 // ItemError is why one item of a batch was refused; the batch's other
 // items stand.
 type ItemError struct {
+	// Status is the HTTP status the code maps to (ops.Status), as the
+	// error body of a single submit would carry it.
+	Status  int          `json:"status"`
 	Code    tessera.Code `json:"code"`
 	Message string       `json:"message"`
 }

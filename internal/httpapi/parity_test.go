@@ -161,6 +161,15 @@ func TestTransportParity(t *testing.T) {
 		{"lease too long", adminKey, "claim_task", map[string]any{"lease_seconds": 3601}, invalid("lease_seconds")},
 		{"wait too long", adminKey, "claim_task", map[string]any{"wait_seconds": 21}, invalid("wait_seconds")},
 		{"lease not a number", adminKey, "claim_task", map[string]any{"lease_seconds": "ten"}, invalid("lease_seconds")},
+		{"a batch claim past its bound", adminKey, "claim_tasks", map[string]any{"max": 101}, invalid("max")},
+		{"a batch claim's lease too short", adminKey, "claim_tasks", map[string]any{"max": 2, "lease_seconds": 5}, invalid("lease_seconds")},
+		{"a batch submit of nothing", adminKey, "submit_tasks", map[string]any{"items": []any{}}, invalid("items")},
+		{"a batch submit item of neither outcome", adminKey, "submit_tasks", map[string]any{"items": []any{
+			map[string]any{"task_id": task.ID, "lease_token": "t", "outcome": "maybe"}}}, invalid("items[0].outcome")},
+		{"a batch submit item without its task", adminKey, "submit_tasks", map[string]any{"items": []any{
+			map[string]any{"lease_token": "t", "outcome": "succeeded"}}}, invalid("items[0].task_id")},
+		{"a batch submit of a stale token", adminKey, "submit_tasks", map[string]any{"items": []any{
+			map[string]any{"task_id": task.ID, "lease_token": "stale", "outcome": "succeeded"}}}, outcome{Status: 200}},
 		{"priority out of range", adminKey, "enqueue_task", map[string]any{"title": "t", "priority": 10_000_000}, invalid("priority")},
 		{"max_attempts zero", adminKey, "enqueue_task", map[string]any{"title": "t", "max_attempts": 0}, invalid("max_attempts")},
 		{"limit zero", adminKey, "list_tasks", map[string]any{"limit": 0}, invalid("limit")},
@@ -192,6 +201,9 @@ func TestTransportParity(t *testing.T) {
 		// scope and namespace
 		{"no enqueue scope", reader, "enqueue_task", map[string]any{"title": "t"}, outcome{Status: 403, Code: "forbidden"}},
 		{"no claim scope", reader, "claim_task", map[string]any{}, outcome{Status: 403, Code: "forbidden"}},
+		{"no claim scope for a batch", reader, "claim_tasks", map[string]any{"max": 5}, outcome{Status: 403, Code: "forbidden"}},
+		{"no claim scope for a batch submit", reader, "submit_tasks", map[string]any{"items": []any{
+			map[string]any{"task_id": task.ID, "lease_token": "t", "outcome": "succeeded"}}}, outcome{Status: 403, Code: "forbidden"}},
 		{"another namespace", mainOnly, "counts", map[string]any{"namespace": "other"}, outcome{Status: 403, Code: "forbidden"}},
 		{"a malformed namespace", adminKey, "counts", map[string]any{"namespace": "Bad_NS"}, invalid("namespace")},
 		{"no key", "", "counts", map[string]any{}, outcome{Status: 401, Code: "unauthorized"}},

@@ -249,11 +249,18 @@ func (m *metrics) collectors() []prometheus.Collector {
 func (m *metrics) observe(op *Op, transport string, res *Result, code string, d time.Duration) {
 	m.calls.WithLabelValues(op.Name, transport, code).Inc()
 	m.latency.WithLabelValues(op.Name, transport).Observe(d.Seconds())
-	if claimed, ok := res.Out.(*core.Claimed); ok && op.Name == core.ActClaim {
-		outcome := "granted"
-		if claimed.Lease == nil {
-			outcome = "empty"
-		}
-		m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
+	granted := false
+	switch out := res.Out.(type) {
+	case *core.Claimed:
+		granted = out.Lease != nil
+	case *core.ClaimedBatch:
+		granted = len(out.Claims) > 0
+	default:
+		return
 	}
+	outcome := "granted"
+	if !granted {
+		outcome = "empty"
+	}
+	m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
 }

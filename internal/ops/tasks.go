@@ -208,6 +208,11 @@ type submitIn struct {
 	core.SubmitParams
 }
 
+type submitBatchIn struct {
+	idempotency
+	core.SubmitBatchParams
+}
+
 type releaseIn struct {
 	taskRef
 	core.ReleaseParams
@@ -238,6 +243,35 @@ var claimOps = []*Op{
 			p := *in
 			p.WaitSeconds = int(c.Wait(time.Duration(p.WaitSeconds) * time.Second).Seconds())
 			return c.core.Claim(ctx, c.Actor, c.NS, p)
+		}),
+	op(Op{Name: core.ActClaimBatch, Summary: fmt.Sprintf("Claim up to max (1–%d) ready tasks of a queue, each with a lease of its own", core.MaxClaimBatch),
+		Description: fmt.Sprintf("Claim up to max (1–%d) ready tasks of a queue in one call, in claim order, each with a lease of its own (its own token) of lease_seconds, "+
+			"exactly as that many claim_task calls would. With wait_seconds it answers as soon as at least one task is ready; it never waits to fill max. "+
+			"When nothing is ready the answer is {\"claims\": [], \"retry_after\": N}. End the runs one by one, or together with submit_tasks.", core.MaxClaimBatch),
+		HTTP: &Route{Method: "POST", Path: "/v1/claims/batch", Namespaced: true},
+		Tool: &Tool{Name: "claim_tasks", Title: "Claim several tasks"}},
+		func(ctx context.Context, c *Call, in *core.ClaimBatchParams) (*core.ClaimedBatch, error) {
+			p := *in
+			p.WaitSeconds = int(c.Wait(time.Duration(p.WaitSeconds) * time.Second).Seconds())
+			return c.core.ClaimN(ctx, c.Actor, c.NS, p)
+		}),
+	op(Op{Name: core.ActSubmitBatch, Summary: fmt.Sprintf("Submit the outcomes of up to %d runs in one call", core.MaxClaimBatch),
+		Description: fmt.Sprintf("End up to %d runs in one transaction, each item with submit_task's fields and its task_id, each fenced by its own lease_token: "+
+			"an item whose lease is lost (or whose task does not exist) is refused alone, in its result's error, and the other items stand. "+
+			"The answer has one result per item, in order: the task as the submit left it, or the error. "+
+			"Pass an idempotency key so that retrying after a lost answer does not submit twice.", core.MaxClaimBatch),
+		HTTP: &Route{Method: "POST", Path: "/v1/claims/submit", Namespaced: true},
+		Tool: &Tool{Name: "submit_tasks", Title: "Submit several results", Destructive: true, Idempotent: true}},
+		func(ctx context.Context, c *Call, in *submitBatchIn) (*core.SubmitBatchResult, error) {
+			res, err := c.core.SubmitBatch(ctx, c.Actor, c.NS, in.Items, in.IdempotencyKey)
+			if res != nil {
+				for i := range res.Results {
+					if e := res.Results[i].Error; e != nil {
+						e.Status = Status(e.Code)
+					}
+				}
+			}
+			return res, err
 		}),
 	op(Op{Name: core.ActHeartbeat, Summary: "Extend a lease",
 		Description: "Keep a claimed task's lease alive before its expires_at, optionally reporting progress or a new lease_seconds. " +

@@ -130,6 +130,11 @@ func (c *Call) Wait(asked time.Duration) time.Duration {
 	return min(asked, c.budget.remaining())
 }
 
+// waitSeconds is Wait of a claim's wait_seconds.
+func (c *Call) waitSeconds(asked int) int {
+	return int(c.Wait(time.Duration(asked) * time.Second).Seconds())
+}
+
 // op declares an operation with a typed run function.
 func op[In any, Out any](o Op, run func(ctx context.Context, c *Call, in *In) (Out, error)) *Op {
 	o.In = reflect.TypeFor[In]()

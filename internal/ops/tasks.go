@@ -241,7 +241,7 @@ var claimOps = []*Op{
 		Tool: &Tool{Name: "claim_task", Title: "Claim the next task"}},
 		func(ctx context.Context, c *Call, in *core.ClaimParams) (*core.Claimed, error) {
 			p := *in
-			p.WaitSeconds = int(c.Wait(time.Duration(p.WaitSeconds) * time.Second).Seconds())
+			p.WaitSeconds = c.waitSeconds(p.WaitSeconds)
 			return c.core.Claim(ctx, c.Actor, c.NS, p)
 		}),
 	op(Op{Name: core.ActClaimBatch, Summary: fmt.Sprintf("Claim up to max (1–%d) ready tasks of a queue, each with a lease of its own", core.MaxClaimBatch),
@@ -252,7 +252,7 @@ var claimOps = []*Op{
 		Tool: &Tool{Name: "claim_tasks", Title: "Claim several tasks"}},
 		func(ctx context.Context, c *Call, in *core.ClaimBatchParams) (*core.ClaimedBatch, error) {
 			p := *in
-			p.WaitSeconds = int(c.Wait(time.Duration(p.WaitSeconds) * time.Second).Seconds())
+			p.WaitSeconds = c.waitSeconds(p.WaitSeconds)
 			return c.core.ClaimN(ctx, c.Actor, c.NS, p)
 		}),
 	op(Op{Name: core.ActSubmitBatch, Summary: fmt.Sprintf("Submit the outcomes of up to %d runs in one call", core.MaxClaimBatch),

@@ -81,6 +81,7 @@ type Tx interface {
 	SessionTx
 	DepTx
 	ConsoleTx
+	FleetTx
 
 	// Notify queues topic for every node's listener (Store.Listen), to be
 	// delivered once this transaction commits; a rolled-back transaction
@@ -134,7 +135,7 @@ type Tx interface {
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
 	TaskUpdate(ctx context.Context, before, after *tessera.Task) error
-	// TaskClaim leases the next ready task of a queue — highest priority,
+	// TaskClaim leases the next ready task of a queue's lane — highest priority,
 	// then oldest run_at, then id, run_at come — in one atomic operation
 	// with its run: state leased, one more attempt, the lease of p, and a
 	// run numbered by that attempt on the task's row (the run it replaces
@@ -186,8 +187,11 @@ type Tx interface {
 type TaskClaim struct {
 	Namespace string
 	Queue     string
-	Now       time.Time
-	Lease     tessera.Lease
+	// Lane is the lane of the queue to take from (FleetTx): 0 for its
+	// plain tasks.
+	Lane  int64
+	Now   time.Time
+	Lease tessera.Lease
 }
 
 // TaskClaimMany is what a batch claim writes: TaskClaim's queue, clock
@@ -195,6 +199,7 @@ type TaskClaim struct {
 type TaskClaimMany struct {
 	Namespace string
 	Queue     string
+	Lane      int64
 	Now       time.Time
 	// Lease is what every lease of the batch shares: holder, expiry,
 	// length. Its RunID and TokenHash are unused.

@@ -31,14 +31,24 @@ func Terminal(s string) bool {
 
 // Task is a unit of work.
 type Task struct {
-	Namespace       string          `json:"namespace"`
-	ID              string          `json:"id"`
-	Queue           string          `json:"queue"`
-	Title           string          `json:"title"`
-	Brief           string          `json:"brief"`
-	Payload         json.RawMessage `json:"payload"`
-	Labels          []string        `json:"labels"`
-	Priority        int             `json:"priority"`
+	Namespace string          `json:"namespace"`
+	ID        string          `json:"id"`
+	Queue     string          `json:"queue"`
+	Title     string          `json:"title"`
+	Brief     string          `json:"brief"`
+	Payload   json.RawMessage `json:"payload"`
+	Labels    []string        `json:"labels"`
+	Priority  int             `json:"priority"`
+	// Requires are the capabilities a claimant must show to be granted
+	// the task, sorted; none for a task anyone may take.
+	Requires []string `json:"requires,omitempty"`
+	// Group is who the task is for (a tenant, a repository): claims
+	// rotate across a queue's groups, and a group's leases and rate may
+	// be capped. Empty for none.
+	Group string `json:"group,omitempty"`
+	// Lane is the store's id of the task's (group, requires) in its
+	// queue; 0 for neither.
+	Lane            int64           `json:"-"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -224,3 +234,13 @@ func Backoff(attempts int) time.Duration {
 	}
 	return min(10*time.Second<<(attempts-1), time.Hour)
 }
+
+// Rate is a token bucket's rate: PerSecond tokens a second, at most Burst
+// saved up. The zero Rate is no limit.
+type Rate struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+// Limited reports whether r limits anything.
+func (r Rate) Limited() bool { return r.PerSecond > 0 }

@@ -26,8 +26,9 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	oldestSQL, _ := sqlschema.PostgreSQL.OldestReady("", "")
-	scheduledSQL, _ := sqlschema.PostgreSQL.Scheduled("", "", time.Time{})
+	oldestSQL, _ := sqlschema.PostgreSQL.OldestReady("", "", 0)
+	scheduledSQL, _ := sqlschema.PostgreSQL.Scheduled("", "", 0, time.Time{})
+	lanesSQL, _ := sqlschema.PostgreSQL.ReadyLanes("", "")
 	for _, sql := range []string{
 		`INSERT INTO tasks (namespace, id, queue, title, brief, labels, priority, public, max_attempts, attempts, state,
  run_at, created_by, created_at, updated_at, cancel_requested, finished_at)
@@ -42,6 +43,9 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		`PREPARE lapsed AS ` + lapsedSQL + ` FOR UPDATE SKIP LOCKED`,
 		`PREPARE oldest AS ` + sqlschema.Numbered1(oldestSQL),
 		`PREPARE scheduled AS ` + sqlschema.Numbered1(scheduledSQL),
+		`PREPARE lanes AS ` + sqlschema.Numbered1(lanesSQL),
+		`PREPARE heads AS ` + laneHeadsSQL,
+		`PREPARE group_leases AS ` + groupLeasesSQL,
 	} {
 		if _, err := c.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -54,10 +58,13 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		for _, p := range []struct{ exec, index string }{
 			{`EXECUTE purge(1000, 500)`, "tasks_claim"},
 			{`EXECUTE hold('main', '00000042')`, "tasks_pkey"},
-			{`EXECUTE claim('main', 'q', 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready"},
+			{`EXECUTE claim('main', 'q', 0, 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready"},
 			{`EXECUTE lapsed('main', 'q', 30000, 32)`, "tasks_claim"},
-			{`EXECUTE oldest('main', 'q', 'main', 'q', 'main', 'q')`, "tasks_ready"},
-			{`EXECUTE scheduled('main', 'q', 'main', 'q', 'main', 'q', 30000)`, "tasks_ready"},
+			{`EXECUTE oldest('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0)`, "tasks_ready"},
+			{`EXECUTE scheduled('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0, 30000)`, "tasks_ready"},
+			{`EXECUTE lanes('main', 'q', 'main', 'q')`, "tasks_ready"},
+			{`EXECUTE heads('main', 'q', '{0,1}', 30000)`, "tasks_ready"},
+			{`EXECUTE group_leases('main', 'q', 30000, 'g', 4)`, "tasks_claim"},
 		} {
 			var plan string
 			if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+p.exec).Scan(&plan); err != nil {

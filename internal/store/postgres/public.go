@@ -41,19 +41,48 @@ func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility)
 func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
 	for _, q := range queues {
-		sql, args := sqlschema.PostgreSQL.Scheduled(ns, q, now)
-		if v == store.PublicOnly {
-			sql, args = sqlschema.PublicScheduled, []any{ns, q, now}
+		count := func(sql string, args []any) error {
+			var n int64
+			if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
+				return err
+			}
+			if n > 0 {
+				out[q] += int(n)
+			}
+			return nil
 		}
-		var n int64
-		if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
+		if v == store.PublicOnly {
+			if err := count(sqlschema.PublicScheduled, []any{ns, q, now}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		lanes, err := t.readyLanes(ctx, ns, q)
+		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			out[q] = int(n)
+		for _, lane := range lanes {
+			if err := count(sqlschema.PostgreSQL.Scheduled(ns, q, lane, now)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
+}
+
+// readyLanes returns the lanes of a queue's ready tasks.
+func (t *tx) readyLanes(ctx context.Context, ns, queue string) ([]int64, error) {
+	var out []int64
+	sql, args := sqlschema.PostgreSQL.ReadyLanes(ns, queue)
+	err := t.query(ctx, sqlschema.Numbered1(sql), args, func(rows pgx.Rows) error {
+		var lane int64
+		if err := rows.Scan(&lane); err != nil {
+			return err
+		}
+		out = append(out, lane)
+		return nil
+	})
+	return out, err
 }
 
 func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
@@ -74,18 +103,34 @@ func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, n
 func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, q := range queues {
-		sql, args := sqlschema.PostgreSQL.OldestReady(ns, q)
-		if v == store.PublicOnly {
-			sql, args = sqlschema.PublicOldestReady, []any{ns, q}
+		oldest := func(sql string, args []any) error {
+			var runAt *int64
+			err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &runAt)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			// It counts only if its time came.
+			if at := timePtr(runAt); at != nil && !at.After(now) {
+				if was, ok := out[q]; !ok || at.Before(was) {
+					out[q] = *at
+				}
+			}
+			return nil
 		}
-		var runAt *int64
-		err := t.one(ctx, sqlschema.Numbered1(sql), args, &runAt)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if v == store.PublicOnly {
+			if err := oldest(sqlschema.PublicOldestReady, []any{ns, q}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		lanes, err := t.readyLanes(ctx, ns, q)
+		if err != nil {
 			return nil, err
 		}
-		// It counts only if its time came.
-		if at := timePtr(runAt); at != nil && !at.After(now) {
-			out[q] = *at
+		for _, lane := range lanes {
+			if err := oldest(sqlschema.PostgreSQL.OldestReady(ns, q, lane)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

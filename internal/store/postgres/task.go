@@ -29,6 +29,7 @@ type taskRow struct {
 	leaseExpires, finished    *int64
 	leaseSeconds              *int32
 	run                       runRow
+	requires                  string
 }
 
 // runRow scans a run's columns (sqlschema.RunCols); a task's run is all
@@ -72,7 +73,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, r.run.dest()...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -85,6 +86,9 @@ func (r *taskRow) task() (*tessera.Task, error) {
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(r.labels); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
+	}
+	if t.Requires, err = sqlschema.ParseRequires(r.requires); err != nil {
+		return nil, fmt.Errorf("task %s requires: %w", t.ID, err)
 	}
 	if r.leaseRun != nil {
 		t.Lease = &tessera.Lease{TaskID: t.ID, RunID: *r.leaseRun, TokenHash: r.leaseToken}
@@ -133,6 +137,11 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	args = append(args, leaseArgs(task.Lease)...)
 	args = append(args, msPtr(task.FinishedAt), task.Version)
 	args = append(args, bound(sqlschema.RunValues(task.Run))...)
+	requires, err := sqlschema.Labels(task.Requires)
+	if err != nil {
+		return err
+	}
+	args = append(args, task.Group, requires, task.Lane)
 	return t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...)
 }
 
@@ -226,7 +235,7 @@ RETURNING ` + taskCols)
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	var r taskRow
-	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Now}, sqlschema.ClaimSetArgs(p)...)), r.dest()...)
+	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Lane, p.Now}, sqlschema.ClaimSetArgs(p)...)), r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +269,7 @@ func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tesser
 	for i, r := range p.Runs {
 		runs[i], hashes[i] = r.RunID, r.TokenHash
 	}
-	args := bound(append([]any{p.Namespace, p.Queue, p.Now, len(p.Runs), runs, hashes}, sqlschema.ClaimSetManyArgs(&p)...))
+	args := bound(append([]any{p.Namespace, p.Queue, p.Lane, p.Now, len(p.Runs), runs, hashes}, sqlschema.ClaimSetManyArgs(&p)...))
 	var out []tessera.Task
 	err := t.query(ctx, claimManySQL, args, func(rows pgx.Rows) error {
 		task, err := scanTask(rows)

@@ -35,21 +35,46 @@ func (t *tx) TaskStateCounts(ctx context.Context, ns string, v store.Visibility)
 func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
 	out := map[string]int{}
 	for _, q := range queues {
-		sql, args := sqlschema.SQLite.Scheduled(ns, q, now)
-		if v == store.PublicOnly {
-			sql, args = sqlschema.PublicScheduled, []any{ns, q, now}
-		}
-		err := t.one(ctx, sql, args, func(s *sqlite3.Stmt) error {
-			if n := s.ColumnInt(0); n > 0 {
-				out[q] = n
+		count := func(sql string, args []any) error {
+			err := t.one(ctx, sql, args, func(s *sqlite3.Stmt) error {
+				if n := s.ColumnInt(0); n > 0 {
+					out[q] += n
+				}
+				return nil
+			})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
 			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if v == store.PublicOnly {
+			if err := count(sqlschema.PublicScheduled, []any{ns, q, now}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		lanes, err := t.readyLanes(ctx, ns, q)
+		if err != nil {
 			return nil, err
+		}
+		for _, lane := range lanes {
+			if err := count(sqlschema.SQLite.Scheduled(ns, q, lane, now)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
+}
+
+// readyLanes returns the lanes of a queue's ready tasks.
+func (t *tx) readyLanes(ctx context.Context, ns, queue string) ([]int64, error) {
+	var out []int64
+	sql, args := sqlschema.SQLite.ReadyLanes(ns, queue)
+	err := t.c.query(ctx, sql, args, func(s *sqlite3.Stmt) error {
+		out = append(out, s.ColumnInt64(0))
+		return nil
+	})
+	return out, err
 }
 
 func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]int, error) {
@@ -72,19 +97,35 @@ func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, n
 func (t *tx) TaskOldestReady(ctx context.Context, ns string, queues []string, now time.Time, v store.Visibility) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, q := range queues {
-		sql, args := sqlschema.SQLite.OldestReady(ns, q)
-		if v == store.PublicOnly {
-			sql, args = sqlschema.PublicOldestReady, []any{ns, q}
-		}
-		err := t.one(ctx, sql, args, func(s *sqlite3.Stmt) error {
-			// It counts only if its time came.
-			if at := colTime(s, 0); s.ColumnType(0) != sqlite3.NULL && !at.After(now) {
-				out[q] = at
+		oldest := func(sql string, args []any) error {
+			err := t.one(ctx, sql, args, func(s *sqlite3.Stmt) error {
+				// It counts only if its time came.
+				if at := colTime(s, 0); s.ColumnType(0) != sqlite3.NULL && !at.After(now) {
+					if was, ok := out[q]; !ok || at.Before(was) {
+						out[q] = at
+					}
+				}
+				return nil
+			})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
 			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if v == store.PublicOnly {
+			if err := oldest(sqlschema.PublicOldestReady, []any{ns, q}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		lanes, err := t.readyLanes(ctx, ns, q)
+		if err != nil {
 			return nil, err
+		}
+		for _, lane := range lanes {
+			if err := oldest(sqlschema.SQLite.OldestReady(ns, q, lane)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

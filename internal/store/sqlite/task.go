@@ -42,10 +42,15 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Progress:        colRaw(s, 19),
 		FinishedAt:      colTimePtr(s, 25),
 		Version:         s.ColumnInt64(26),
+		Group:           s.ColumnText(34),
+		Lane:            s.ColumnInt64(36),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
 		return nil, fmt.Errorf("task %s labels: %w", t.ID, err)
+	}
+	if t.Requires, err = sqlschema.ParseRequires(s.ColumnText(35)); err != nil {
+		return nil, fmt.Errorf("task %s requires: %w", t.ID, err)
 	}
 	if s.ColumnType(20) != sqlite3.NULL {
 		t.Lease = &tessera.Lease{
@@ -81,6 +86,11 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	args = append(args, sqlschema.LeaseValues(task.Lease)...)
 	args = append(args, task.FinishedAt, task.Version)
 	args = append(args, sqlschema.RunValues(task.Run)...)
+	requires, err := sqlschema.Labels(task.Requires)
+	if err != nil {
+		return err
+	}
+	args = append(args, task.Group, requires, task.Lane)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
@@ -132,7 +142,7 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 	err := t.one(ctx, `UPDATE tasks SET `+sqlschema.ClaimSet+`
  WHERE namespace = ? AND id = (SELECT id FROM tasks INDEXED BY tasks_claim WHERE `+sqlschema.Claimable+`
    ORDER BY `+sqlschema.SQLite.ClaimOrder()+` LIMIT 1)
- RETURNING `+taskCols, append(sqlschema.ClaimSetArgs(p), p.Namespace, p.Namespace, p.Queue, p.Now),
+ RETURNING `+taskCols, append(sqlschema.ClaimSetArgs(p), p.Namespace, p.Namespace, p.Queue, p.Lane, p.Now),
 		func(s *sqlite3.Stmt) (err error) {
 			task, err = scanTask(s)
 			return err
@@ -149,7 +159,7 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tessera.Task, error) {
 	out := make([]tessera.Task, 0, len(p.Runs))
 	for i := range p.Runs {
-		task, err := t.TaskClaim(ctx, store.TaskClaim{Namespace: p.Namespace, Queue: p.Queue, Now: p.Now, Lease: p.LeaseOf(i)})
+		task, err := t.TaskClaim(ctx, store.TaskClaim{Namespace: p.Namespace, Queue: p.Queue, Lane: p.Lane, Now: p.Now, Lease: p.LeaseOf(i)})
 		if errors.Is(err, store.ErrNotFound) {
 			break
 		}

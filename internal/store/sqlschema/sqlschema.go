@@ -136,6 +136,10 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"namespace_settings", "namespace"},
 	{"idempotency", "namespace, principal_id, route, key"},
 	{"queue_pauses", "namespace, queue"},
+	{"task_lanes", "namespace, queue, grp, requires"},
+	{"queue_fleet", "namespace, queue"},
+	{"task_groups", "namespace, queue, grp"},
+	{"queue_claimants", "namespace, queue, capabilities"},
 }
 
 // Exec runs one statement written with ? placeholders and says how many

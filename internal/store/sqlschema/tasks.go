@@ -47,14 +47,14 @@ var (
 
 // ClaimOrder is the order a claim takes ready tasks in: highest priority,
 // then oldest run_at, then id.
-func (d Dialect) ClaimOrder() string { return d.readyLeading + "priority DESC, run_at, id" }
+func (d Dialect) ClaimOrder() string { return d.readyLeading + "lane, priority DESC, run_at, id" }
 
 // TaskCols are the task columns every task read selects, in the order the
 // backends scan them.
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
  lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
- ` + RunCols
+ ` + RunCols + `, grp, requires, lane`
 
 // Labels is a task's labels as stored: a JSON array of strings.
 func Labels(labels []string) (string, error) {
@@ -75,6 +75,15 @@ func ParseLabels(text string) ([]string, error) {
 	var labels []string
 	err := json.Unmarshal([]byte(text), &labels)
 	return labels, err
+}
+
+// ParseRequires reads a task's requires, stored as Labels stores labels;
+// none is nil.
+func ParseRequires(text string) ([]string, error) {
+	if text == "[]" {
+		return nil, nil
+	}
+	return ParseLabels(text)
 }
 
 // RunCols are the columns of the run on a task's row (tessera.Task.Run),
@@ -144,11 +153,15 @@ func claimSet(run, hash string) string {
  run_id = ` + run + `, run_holder = ?, run_attempt = attempts + 1, run_started_at = ?, run_ended_at = NULL, run_outcome = NULL, run_error = NULL`
 }
 
-// readyOf is the ready tasks of one queue: arguments namespace, queue.
-const readyOf = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL`
+// readyIn is the ready tasks of one queue: arguments namespace, queue;
+// readyOf those of one of its lanes: arguments namespace, queue, lane.
+const (
+	readyIn = `finished_at IS NULL AND namespace = ? AND queue = ? AND state = 'ready' AND lease_expires_at IS NULL`
+	readyOf = readyIn + ` AND lane = ?`
+)
 
-// Claimable is the condition of a task a claim may take — ready, its
-// run_at come — with arguments namespace, queue, now.
+// Claimable is the condition of a task a claim may take from a lane —
+// ready, its run_at come — with arguments namespace, queue, lane, now.
 const Claimable = readyOf + ` AND run_at <= ?`
 
 // Lapsed is the condition of a leased task of a queue whose lease expired:
@@ -204,37 +217,60 @@ func LapsedCount(ns, queue string, now time.Time, v store.Visibility) (string, [
 // is never ready; saying so lets PostgreSQL's partial index serve.)
 const FinishedBefore = `SELECT namespace, id FROM tasks WHERE finished_at < ? AND state <> 'ready' ORDER BY finished_at LIMIT ?`
 
-// readyPriorities walks the distinct priorities of a queue's ready tasks,
+// ReadyLanes walks the distinct lanes of a queue's ready tasks, one seek
+// each (a loose index scan): arguments namespace, queue twice.
+func (d Dialect) ReadyLanes(ns, queue string) (string, []any) {
+	return `WITH RECURSIVE l(lane) AS (
+  SELECT (SELECT lane FROM tasks WHERE ` + readyIn + ` ORDER BY ` + d.readyLeading + `lane LIMIT 1)
+  UNION ALL
+  SELECT (SELECT lane FROM tasks WHERE ` + readyIn + ` AND lane > l.lane ORDER BY ` + d.readyLeading + `lane LIMIT 1)
+  FROM l WHERE l.lane IS NOT NULL)
+SELECT lane FROM l WHERE lane IS NOT NULL`, []any{ns, queue, ns, queue}
+}
+
+// readyPriorities walks the distinct priorities of a lane's ready tasks,
 // highest first, one seek each (a loose index scan, which neither engine
-// does by itself): arguments namespace, queue twice.
+// does by itself): arguments namespace, queue, lane twice.
 func (d Dialect) readyPriorities() string {
 	return `WITH RECURSIVE p(prio) AS (
-  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` ORDER BY ` + d.readyLeading + `priority DESC LIMIT 1)
+  SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` ORDER BY ` + d.readyLeading + `lane, priority DESC LIMIT 1)
   UNION ALL
   SELECT (SELECT priority FROM tasks WHERE ` + readyOf + ` AND priority < p.prio
-    ORDER BY ` + d.readyLeading + `priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
+    ORDER BY ` + d.readyLeading + `lane, priority DESC LIMIT 1) FROM p WHERE p.prio IS NOT NULL)
 `
 }
 
-// OldestReady is the oldest run_at of a queue's ready tasks, NULL for
+// OldestReady is the oldest run_at of a lane's ready tasks, NULL for
 // none: the first entry of each priority's range, a seek each. Whether
 // its time came is the caller's to judge.
-func (d Dialect) OldestReady(ns, queue string) (string, []any) {
+func (d Dialect) OldestReady(ns, queue string, lane int64) (string, []any) {
 	return d.readyPriorities() + `SELECT min((SELECT run_at FROM tasks WHERE ` + readyOf + ` AND priority = p.prio
-   ORDER BY ` + d.readyLeading + `priority DESC, run_at LIMIT 1)) FROM p WHERE p.prio IS NOT NULL`,
-		[]any{ns, queue, ns, queue, ns, queue}
+   ORDER BY ` + d.readyLeading + `lane, priority DESC, run_at LIMIT 1)) FROM p WHERE p.prio IS NOT NULL`,
+		[]any{ns, queue, lane, ns, queue, lane, ns, queue, lane}
 }
 
-// Scheduled counts a queue's ready tasks whose run_at is after now: per
+// Scheduled counts a lane's ready tasks whose run_at is after now: per
 // priority, the range past now, so it costs the scheduled tasks and a
 // seek per priority, not the tasks that are due. The range is counted in
 // the index's order: a count alone leaves PostgreSQL free to pick any
 // index that holds the namespace, and on a table it has no statistics of
 // yet it picked the primary key, walking every task of the namespace.
-func (d Dialect) Scheduled(ns, queue string, now time.Time) (string, []any) {
+func (d Dialect) Scheduled(ns, queue string, lane int64, now time.Time) (string, []any) {
 	return d.readyPriorities() + `SELECT coalesce(sum((SELECT count(*) FROM (SELECT run_at FROM tasks WHERE ` + readyOf + `
-     AND priority = p.prio AND run_at > ? ORDER BY ` + d.readyLeading + `priority DESC, run_at) s)), 0)
- FROM p WHERE p.prio IS NOT NULL`, []any{ns, queue, ns, queue, ns, queue, now}
+     AND priority = p.prio AND run_at > ? ORDER BY ` + d.readyLeading + `lane, priority DESC, run_at) s)), 0)
+ FROM p WHERE p.prio IS NOT NULL`, []any{ns, queue, lane, ns, queue, lane, ns, queue, lane, now}
+}
+
+// LaneHead is a lane's first claimable task in claim order: its
+// priority, run_at and id. Arguments: namespace, queue, lane, now.
+func (d Dialect) LaneHead() string {
+	return `SELECT priority, run_at, id FROM tasks WHERE ` + Claimable + ` ORDER BY ` + d.ClaimOrder() + ` LIMIT 1`
+}
+
+// LaneReady counts a lane's ready tasks in the index's order (Scheduled
+// says why): arguments namespace, queue, lane.
+func (d Dialect) LaneReady() string {
+	return `SELECT count(*) FROM (SELECT run_at FROM tasks WHERE ` + readyOf + ` ORDER BY ` + d.ClaimOrder() + `) s`
 }
 
 // PublicOldestReady and PublicScheduled are the same for a queue's public

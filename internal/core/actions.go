@@ -70,6 +70,10 @@ const (
 	ActQueuePause  = "queue.pause"
 	ActQueueResume = "queue.resume"
 	ActQueuePurge  = "queue.purge"
+	// The fleet's (issue 31): a queue's fleet view and its settings.
+	ActQueueFleet    = "queue.fleet"
+	ActQueueSettings = "queue.settings"
+	ActGroupSettings = "queue.group_settings"
 	// ActTaskLapse names no operation: it is the event of a lease that
 	// lapsed, written by whichever transaction noticed it (event.go).
 	ActTaskLapse = "task.lapse"
@@ -124,13 +128,16 @@ var needs = map[string]Need{
 	// A batch needs what each of its tasks would.
 	ActTaskEnqueueBatch: {Grant: true, Action: tessera.ActionEnqueue},
 
-	ActEvents:      {Grant: true, Action: tessera.ActionRead},
-	ActTaskTrail:   {Grant: true, Action: tessera.ActionRead},
-	ActQueueList:   {Grant: true, Action: tessera.ActionRead},
-	ActTaskBulk:    {Grant: true, Action: tessera.ActionEnqueue},
-	ActQueuePause:  {Grant: true, Action: tessera.ActionEnqueue},
-	ActQueueResume: {Grant: true, Action: tessera.ActionEnqueue},
-	ActQueuePurge:  {Grant: true, Action: tessera.ActionEnqueue},
+	ActEvents:        {Grant: true, Action: tessera.ActionRead},
+	ActTaskTrail:     {Grant: true, Action: tessera.ActionRead},
+	ActQueueList:     {Grant: true, Action: tessera.ActionRead},
+	ActTaskBulk:      {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueuePause:    {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueueResume:   {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueuePurge:    {Grant: true, Action: tessera.ActionEnqueue},
+	ActQueueFleet:    {Grant: true, Action: tessera.ActionRead},
+	ActQueueSettings: {Grant: true, Action: tessera.ActionEnqueue},
+	ActGroupSettings: {Grant: true, Action: tessera.ActionEnqueue},
 
 	ActClaim:       {Grant: true, Action: tessera.ActionClaim},
 	ActHeartbeat:   {Grant: true, Action: tessera.ActionClaim},

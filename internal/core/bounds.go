@@ -39,7 +39,9 @@ func (EnqueueParams) Bounds() input.Bounds {
 			Doc(fmt.Sprintf("up to %d tasks this one waits on (their ids, or in a batch the refs of earlier tasks): it stays waiting until all have succeeded", MaxParents)),
 		"on_parent_failure": input.Enum(tessera.ParentFailureCancel, tessera.ParentFailureRun).
 			Doc(`what the task does when a parent ends dead or canceled: "cancel" (default) cancels it and its own dependents; "run" counts that parent as finished`),
-		"ref": input.Match(input.NameFormat).Doc("a name for this task, unique in its batch, that later tasks of the batch can wait on in their after"),
+		"ref":      input.Match(input.NameFormat).Doc("a name for this task, unique in its batch, that later tasks of the batch can wait on in their after"),
+		"requires": requiresBound,
+		"group":    groupBound,
 	}
 }
 
@@ -53,6 +55,7 @@ func (ClaimParams) Bounds() input.Bounds {
 		"queue":         Queue,
 		"lease_seconds": LeaseSecondsBound,
 		"wait_seconds":  input.Range(0, MaxClaimWait).Doc(fmt.Sprintf("seconds to wait (0–%d) for a task when none is ready", MaxClaimWait)),
+		"capabilities":  capabilitiesBound,
 	}
 }
 
@@ -94,14 +97,17 @@ const MaxLeaseTokenLen = 128
 
 func (SubmitParams) Bounds() input.Bounds {
 	return input.Bounds{
-		"lease_token": leaseTokenBound,
-		"outcome":     input.Enum(tessera.OutcomeSucceeded, tessera.OutcomeFailed).Doc(`"succeeded", or "failed" to be retried with backoff until the attempts run out`),
-		"result":      input.JSON(MaxResultLen).Doc("the run's result"),
-		"error":       input.Text(MaxErrorLen).Doc("what went wrong, for a failed outcome"),
+		"lease_token":      leaseTokenBound,
+		"outcome":          input.Enum(tessera.OutcomeSucceeded, tessera.OutcomeFailed).Doc(`"succeeded", or "failed" to be retried with backoff until the attempts run out`),
+		"result":           input.JSON(MaxResultLen).Doc("the run's result"),
+		"error":            input.Text(MaxErrorLen).Doc("what went wrong, for a failed outcome"),
+		"cooldown_seconds": cooldownBound,
 	}
 }
 
-func (ReleaseParams) Bounds() input.Bounds { return input.Bounds{"lease_token": leaseTokenBound} }
+func (ReleaseParams) Bounds() input.Bounds {
+	return input.Bounds{"lease_token": leaseTokenBound, "cooldown_seconds": cooldownBound}
+}
 
 func (PutRecordParams) Bounds() input.Bounds {
 	return input.Bounds{

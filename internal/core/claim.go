@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type ClaimParams struct {
 	Queue        string `json:"queue,omitempty"`
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
 	WaitSeconds  int    `json:"wait_seconds,omitempty"`
+	// Capabilities are what the claimant has: only tasks whose requires
+	// are all among them are granted (fleet.go).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // ClaimBatchParams is the body of POST /v1/claims/batch: a claim of up to
@@ -127,6 +131,7 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		p.Queue = DefaultQueue
 	}
 	ls := leaseSeconds(p.LeaseSeconds)
+	caps := canonical(p.Capabilities)
 	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
 		return nil, nil, err
@@ -145,8 +150,8 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		if a, err = s.authorize(ctx, a, ns, op); err != nil {
 			return nil, nil, err
 		}
-		woken, unsubscribe := s.signals.subscribe(topic)
-		claimed, err := s.tryClaim(ctx, a, ns, p.Queue, ls, max)
+		woken, unsubscribe := s.signals.subscribeCapable(topic, caps)
+		claimed, limit, err := s.tryClaim(ctx, a, ns, p.Queue, caps, ls, max)
 		if err != nil || len(claimed) > 0 {
 			unsubscribe()
 			if len(claimed) > 0 {
@@ -159,8 +164,16 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 			unsubscribe()
 			s.Count(a.Principal.ID, ns, op, OutcomeEmpty)
 			known := s.queueKnown(ctx, ns, p.Queue)
-			return nil, &Claimed{RetryAfter: s.hints.empty(a.Key.ID, topic, s.clock.Now()), QueueKnown: &known,
-				QueuePaused: s.pauses.isPaused(ns, p.Queue)}, nil
+			retry := s.hints.empty(a.Key.ID, topic, s.clock.Now())
+			if limit > 0 {
+				// A rate or a cooldown held work back: the hint is when it
+				// lifts.
+				retry = int(math.Ceil(limit.Seconds()))
+			}
+			return nil, &Claimed{RetryAfter: retry, QueueKnown: &known, QueuePaused: s.pauses.has(ns, p.Queue)}, nil
+		}
+		if limit > 0 {
+			wait = min(wait, limit)
 		}
 		timer := time.NewTimer(s.pollWait(wait))
 		select {
@@ -200,11 +213,13 @@ func (s *Service) pollWait(left time.Duration) time.Duration {
 
 // tryClaim grants up to max leases of a queue in one transaction, after
 // noticing its lapsed leases; each task granted gets a claim event (the
-// audited action's own event is the last one's).
-func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, ls, max int) ([]Claimed, error) {
+// audited action's own event is the last one's). With fewer granted than
+// max for a limit (a rate, a cooldown), it says how long until it lifts.
+func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string, caps []string, ls, max int) ([]Claimed, time.Duration, error) {
 	var out []Claimed
+	var limit time.Duration
 	err := s.audited(ctx, a, ns, ActClaim, func(tx store.Tx, ev *tessera.AuditEvent) error {
-		ev.Action, out = "", nil // until a task is granted: lapses alone are no event
+		ev.Action, out, limit = "", nil, 0 // until a task is granted: lapses alone are no event
 		now := ev.Time
 		if err := s.lapse(ctx, tx, ns, queue, now); err != nil {
 			return err
@@ -223,7 +238,28 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		lease := tessera.Lease{Holder: a.Principal.ID, ExpiresAt: now.Add(time.Duration(ls) * time.Second), Seconds: ls}
 		secrets := map[string]string{} // by run id
 		var tasks []tessera.Task
-		if max == 1 {
+		fleet, err := s.fleetQueue(ctx, tx, ns, queue)
+		if err != nil {
+			return err
+		}
+		if fleet || len(caps) > 0 {
+			if err := s.seenClaimant(ctx, tx, ns, queue, caps, now); err != nil {
+				return err
+			}
+		}
+		switch {
+		case fleet:
+			runs := make([]store.LeaseRun, max)
+			for i := range runs {
+				secret := tessera.RandomToken(24)
+				runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
+				secrets[runs[i].RunID] = secret
+			}
+			c := fleetClaim{ns: ns, queue: queue, caps: caps, lease: lease, now: now}
+			if tasks, limit, err = s.claimLanes(ctx, tx, c, runs); err != nil || len(tasks) == 0 {
+				return err
+			}
+		case max == 1:
 			secret := tessera.RandomToken(24)
 			lease.RunID, lease.TokenHash = ids.New(now), hashToken(secret)
 			secrets[lease.RunID] = secret
@@ -235,7 +271,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 				return err
 			}
 			tasks = []tessera.Task{*task}
-		} else {
+		default:
 			p := store.TaskClaimMany{Namespace: ns, Queue: queue, Now: now, Lease: lease, Runs: make([]store.LeaseRun, max)}
 			for i := range p.Runs {
 				secret := tessera.RandomToken(24)
@@ -285,7 +321,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 		}
 		return nil
 	})
-	return out, err
+	return out, limit, err
 }
 
 // lapse ends, inside tx, the leases of a queue that expired by now (at
@@ -356,7 +392,12 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 		}
 		tx.Notify(ctx, taskTopic(task.Namespace, task.ID))
 	}
-	if task.State == tessera.StateReady && !task.RunAt.After(now) {
+	switch {
+	case task.State == tessera.StateReady && !task.RunAt.After(now):
+		tx.Notify(ctx, laneTopic(task))
+	case task.Group != "":
+		// A slot of its group freed: claims that its cap held back look
+		// again.
 		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
 	}
 	return nil
@@ -566,6 +607,8 @@ type SubmitParams struct {
 	Outcome    string          `json:"outcome"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// CooldownSeconds pauses the task's group this long (fleet.go).
+	CooldownSeconds int `json:"cooldown_seconds,omitempty"`
 }
 
 // Submit ends a run with its outcome.
@@ -590,6 +633,9 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 			if err := s.endLease(ctx, tx, task, now, p.Outcome, p.Error, p.Result); err != nil {
 				return err
 			}
+			if err := cooldown(ctx, tx, task, p.CooldownSeconds, now); err != nil {
+				return err
+			}
 			out = *task
 			out.State = out.VisibleState(now) // remembered as sent
 			return nil
@@ -606,7 +652,8 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 
 // ReleaseParams is the body of a release.
 type ReleaseParams struct {
-	LeaseToken string `json:"lease_token"`
+	LeaseToken      string `json:"lease_token"`
+	CooldownSeconds int    `json:"cooldown_seconds,omitempty"`
 }
 
 // Release gives a leased task back to its queue without using an attempt.
@@ -618,7 +665,10 @@ func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p R
 	var out *tessera.Task
 	err = s.withLease(ctx, a, ns, id, p.LeaseToken, ActRelease, func(tx store.Tx, task *tessera.Task, now time.Time) error {
 		out = task
-		return s.endLease(ctx, tx, task, now, tessera.OutcomeReleased, "", nil)
+		if err := s.endLease(ctx, tx, task, now, tessera.OutcomeReleased, "", nil); err != nil {
+			return err
+		}
+		return cooldown(ctx, tx, task, p.CooldownSeconds, now)
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 type signals struct {
 	mu     sync.Mutex
 	topics map[string]*topic
+	// capable are the topics of waiting claims that showed capabilities,
+	// by their queue's topic, with the capabilities: a lane's topic fires
+	// those that cover its requires, and no other (fleet.go).
+	capable map[string]map[string][]string
 }
 
 type topic struct {
@@ -25,17 +30,36 @@ type topic struct {
 	waiters int
 }
 
-func newSignals() *signals { return &signals{topics: map[string]*topic{}} }
+func newSignals() *signals {
+	return &signals{topics: map[string]*topic{}, capable: map[string]map[string][]string{}}
+}
 
 // subscribe returns a channel closed at the topic's next fire, and a func
 // to call when the caller stops waiting.
 func (s *signals) subscribe(name string) (<-chan struct{}, func()) {
+	return s.subscribeCapable(name, nil)
+}
+
+// subscribeCapable is subscribe for a claim on a queue's topic by a
+// claimant with capabilities (sorted): it is woken by new work of the
+// queue it can take — plain tasks, and lanes whose requires it covers.
+func (s *signals) subscribeCapable(queue string, caps []string) (<-chan struct{}, func()) {
+	name := queue
+	if len(caps) > 0 {
+		name = queue + capSep + strings.Join(caps, " ")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.topics[name]
 	if !ok {
 		t = &topic{ch: make(chan struct{})}
 		s.topics[name] = t
+	}
+	if t.waiters == 0 && len(caps) > 0 {
+		if s.capable[queue] == nil {
+			s.capable[queue] = map[string][]string{}
+		}
+		s.capable[queue][name] = caps
 	}
 	t.waiters++
 	return t.ch, func() {
@@ -44,16 +68,48 @@ func (s *signals) subscribe(name string) (<-chan struct{}, func()) {
 		t.waiters--
 		if t.waiters == 0 && s.topics[name] == t {
 			delete(s.topics, name)
+			s.uncapable(queue, name)
 		}
 	}
 }
 
+func (s *signals) uncapable(queue, name string) {
+	if c := s.capable[queue]; c != nil {
+		delete(c, name)
+		if len(c) == 0 {
+			delete(s.capable, queue)
+		}
+	}
+}
+
+// fire wakes the topic's waiters. A queue's topic with a lane's requires
+// (laneTopic) wakes only the claims whose capabilities cover them; a
+// plain one wakes every claim on the queue.
 func (s *signals) fire(name string) {
+	base, req, laned := strings.Cut(name, laneSep)
+	var requires []string
+	if laned {
+		requires = strings.Split(req, " ")
+	}
 	s.mu.Lock()
-	t, ok := s.topics[name]
-	delete(s.topics, name)
+	var fired []*topic
+	take := func(n string) {
+		if t, ok := s.topics[n]; ok {
+			delete(s.topics, n)
+			fired = append(fired, t)
+		}
+	}
+	if !laned {
+		take(base)
+	}
+	for n, caps := range s.capable[base] {
+		if covers(caps, requires) {
+			take(n)
+			s.uncapable(base, n)
+		}
+	}
 	s.mu.Unlock()
-	if ok {
+	for _, t := range fired {
 		close(t.ch)
 	}
 }
@@ -63,7 +119,7 @@ func (s *signals) fire(name string) {
 func (s *signals) fireAll() {
 	s.mu.Lock()
 	topics := s.topics
-	s.topics = map[string]*topic{}
+	s.topics, s.capable = map[string]*topic{}, map[string]map[string][]string{}
 	s.mu.Unlock()
 	for _, t := range topics {
 		close(t.ch)

@@ -263,7 +263,7 @@ func rewait(child *tessera.Task, d *tessera.Dependency, parent string) {
 func (s *Service) moved(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, b *budget) error {
 	switch {
 	case task.State == tessera.StateReady && !task.RunAt.After(now):
-		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
+		tx.Notify(ctx, laneTopic(task))
 	case tessera.Terminal(task.State):
 		return s.finished(ctx, tx, task, now, b)
 	}

@@ -30,48 +30,48 @@ const (
 // FinishedStates are the states a purge deletes tasks in.
 var FinishedStates = []string{tessera.StateSucceeded, tessera.StateDead, tessera.StateCanceled}
 
-// pauses remembers each namespace's paused queues, so a claim checks its
-// queue without a statement. A pause or resume notifies its namespace's
-// pause topic on every node, which forgets the namespace here; a gap in
-// the notifications forgets them all. gen makes a read that raced a
-// forget not be remembered.
-type pauses struct {
+// queueSets remembers, per namespace, a set of its queues kept in the
+// store — the paused ones, the ones whose claims take the fleet path — so
+// a claim checks its queue without a statement. A change notifies the
+// set's namespace topic on every node, which forgets the namespace here;
+// a gap in the notifications forgets them all. gen makes a read that
+// raced a forget not be remembered.
+type queueSets struct {
 	mu   sync.Mutex
 	gen  uint64
 	byNS map[string]map[string]bool
 }
 
-func (p *pauses) forget(ns string) {
+func (p *queueSets) forget(ns string) {
 	p.mu.Lock()
 	delete(p.byNS, ns)
 	p.gen++
 	p.mu.Unlock()
 }
 
-func (p *pauses) forgetAll() {
+func (p *queueSets) forgetAll() {
 	p.mu.Lock()
 	p.byNS = nil
 	p.gen++
 	p.mu.Unlock()
 }
 
-// isPaused reports what this node remembers of queue's pause: for an
-// empty claim's answer, which the claim's own look has just refreshed.
-func (p *pauses) isPaused(ns, queue string) bool {
+// has reports what this node remembers of queue: for an empty claim's
+// answer, which the claim's own look has just refreshed.
+func (p *queueSets) has(ns, queue string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.byNS[ns][queue]
 }
 
-// queuePaused reports, inside tx, whether queue of ns is paused: from
-// memory while this node hears every pause (a listener that may miss
-// other nodes' is not trusted), else from the store, remembered.
-func (s *Service) queuePaused(ctx context.Context, tx store.Tx, ns, queue string) (bool, error) {
+// lookup reports, inside a transaction, whether queue of ns is in the
+// set: from memory while this node hears every change (a listener that
+// may miss other nodes' is not trusted), else from load, remembered.
+func (p *queueSets) lookup(s *Service, ns, queue string, load func() ([]string, error)) (bool, error) {
 	trust := true
 	if l, ok := s.StoreListener(); ok && !l.Healthy {
 		trust = false
 	}
-	p := &s.pauses
 	p.mu.Lock()
 	set, ok := p.byNS[ns]
 	gen := p.gen
@@ -79,13 +79,13 @@ func (s *Service) queuePaused(ctx context.Context, tx store.Tx, ns, queue string
 	if ok && trust {
 		return set[queue], nil
 	}
-	list, err := tx.QueuesPaused(ctx, ns)
+	list, err := load()
 	if err != nil {
 		return false, err
 	}
 	set = make(map[string]bool, len(list))
 	for _, q := range list {
-		set[q.Queue] = true
+		set[q] = true
 	}
 	if trust {
 		p.mu.Lock()
@@ -98,6 +98,18 @@ func (s *Service) queuePaused(ctx context.Context, tx store.Tx, ns, queue string
 		p.mu.Unlock()
 	}
 	return set[queue], nil
+}
+
+// queuePaused reports, inside tx, whether queue of ns is paused.
+func (s *Service) queuePaused(ctx context.Context, tx store.Tx, ns, queue string) (bool, error) {
+	return s.pauses.lookup(s, ns, queue, func() ([]string, error) {
+		list, err := tx.QueuesPaused(ctx, ns)
+		names := make([]string, len(list))
+		for i, q := range list {
+			names[i] = q.Queue
+		}
+		return names, err
+	})
 }
 
 // QueueState is a queue's pause, as a pause or resume answers it.

@@ -91,7 +91,11 @@ type Service struct {
 	audit *auditor
 
 	streams streamSlots // stream.go: the live event streams open
-	pauses  pauses      // queuectl.go: the paused queues, remembered
+	pauses  queueSets   // queuectl.go: the paused queues, remembered
+	fleet   queueSets   // fleet.go: the queues whose claims take the fleet path
+
+	claimantsMu sync.Mutex
+	claimants   map[string]time.Time // fleet.go: capability sets last recorded, by queue
 
 	nsMu  sync.Mutex
 	known map[string]bool // namespaces known to exist in the store
@@ -130,6 +134,7 @@ func New(s store.Store, a *auth.Authenticator, m *meter.Meter, clock tessera.Clo
 		admission:  newAdmission(cfg),
 		hints:      newHints(),
 		queues:     newQueueMemory(),
+		claimants:  map[string]time.Time{},
 		audit:      newAuditor(),
 		known:      map[string]bool{},
 		pairs:      map[string]bool{},

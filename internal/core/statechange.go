@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/store"
@@ -19,6 +20,7 @@ func keyTopic(id string) string          { return "k\x00" + id }
 func principalTopic(id string) string    { return "p\x00" + id }
 func namespaceTopic(ns string) string    { return "n\x00" + ns }
 func pauseTopic(ns string) string        { return "Q\x00" + ns }
+func fleetTopic(ns string) string        { return "F\x00" + ns }
 
 // notified is the store's listener: long-poll wake-ups, snapshot drops and
 // forgotten keys, from this node's commits and every other node's alike.
@@ -32,6 +34,7 @@ func (s *Service) notified(topic string) {
 		s.auth.ForgetAll()
 		s.queues.gap()
 		s.pauses.forgetAll()
+		s.fleet.forgetAll()
 		s.signals.fireAll()
 		return
 	}
@@ -41,10 +44,11 @@ func (s *Service) notified(topic string) {
 	name := topic[2:]
 	switch topic[0] {
 	case 'q':
-		// New claimable work: waiting claims look again, and empty-claim
-		// hints for the queue start over (§6).
-		s.hints.enqueued(topic, s.clock.Now())
-		s.queues.enqueued(topic)
+		// New claimable work: waiting claims that can take it look again,
+		// and empty-claim hints for the queue start over (§6).
+		queue, _, _ := strings.Cut(topic, laneSep)
+		s.hints.enqueued(queue, s.clock.Now())
+		s.queues.enqueued(queue)
 		s.signals.fire(topic)
 	case 't', 'w':
 		s.signals.fire(topic)
@@ -59,6 +63,8 @@ func (s *Service) notified(topic string) {
 		s.signals.fire(streamPrincipalTopic(name))
 	case 'Q':
 		s.pauses.forget(name)
+	case 'F':
+		s.fleet.forget(name)
 	case 'n':
 		s.forgetNamespace(name)
 	}

@@ -156,5 +156,8 @@ func (s *Service) submitItem(ctx context.Context, tx store.Tx, ns string, it Sub
 	if err := s.endLease(ctx, tx, task, now, it.Outcome, it.Error, it.Result); err != nil {
 		return nil, err
 	}
+	if err := cooldown(ctx, tx, task, it.CooldownSeconds, now); err != nil {
+		return nil, err
+	}
 	return task, nil
 }

@@ -50,6 +50,9 @@ type EnqueueParams struct {
 	OnParentFailure string   `json:"on_parent_failure,omitempty"`
 	// Ref names a task of a batch for the after of a later one.
 	Ref string `json:"ref,omitempty"`
+	// Requires and Group fit the task to a fleet (fleet.go).
+	Requires []string `json:"requires,omitempty"`
+	Group    string   `json:"group,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
@@ -96,6 +99,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	return &tessera.Task{
 		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
+		Requires: canonical(p.Requires), Group: p.Group,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
@@ -110,6 +114,9 @@ func (s *Service) insertTask(ctx context.Context, tx store.Tx, task *tessera.Tas
 		return err
 	}
 	task.Dependency = d
+	if err := assignLane(ctx, tx, task, now); err != nil {
+		return err
+	}
 	if err := tx.TaskInsert(ctx, task); err != nil {
 		return err
 	}
@@ -117,7 +124,7 @@ func (s *Service) insertTask(ctx context.Context, tx store.Tx, task *tessera.Tas
 		return err
 	}
 	if task.State == tessera.StateReady {
-		tx.Notify(ctx, queueTopic(task.Namespace, task.Queue))
+		tx.Notify(ctx, laneTopic(task))
 	}
 	return nil
 }

@@ -211,6 +211,10 @@ func (b *Bound) checkValue(name string, v reflect.Value) error {
 		if b.ranged && (v.Int() < b.lo || v.Int() > b.hi) {
 			return tessera.Invalid(name, "%s must be %s", name, b.rangeText())
 		}
+	case v.CanFloat():
+		if f := v.Float(); b.ranged && !(f >= float64(b.lo) && f <= float64(b.hi)) {
+			return tessera.Invalid(name, "%s must be %s", name, b.rangeText())
+		}
 	case v.Kind() == reflect.Slice:
 		if err := b.checkLen(name, v.Len(), "items"); err != nil {
 			return err

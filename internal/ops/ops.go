@@ -172,7 +172,7 @@ var (
 // init builds the table: some operations describe the table itself
 // (explain_access_modes), which a variable's initializer may not.
 func init() {
-	Table = slices.Concat(accessOps, taskOps, claimOps, consoleOps, recordOps, blobOps, auditOps, adminOps, publicOps)
+	Table = slices.Concat(accessOps, taskOps, claimOps, consoleOps, fleetOps, recordOps, blobOps, auditOps, adminOps, publicOps)
 	byName = index(func(o *Op) string { return o.Name })
 	byTool = index(func(o *Op) string {
 		if o.Tool == nil {

@@ -106,7 +106,7 @@ func TestEveryInputFieldIsBounded(t *testing.T) {
 				bounded = f.Bound.Max() > 0
 			case typ.Kind() == reflect.String:
 				bounded = kw["maxLength"] != nil || kw["enum"] != nil || kw["pattern"] != nil && f.Bound.Max() > 0
-			case typ.Kind() >= reflect.Int && typ.Kind() <= reflect.Int64:
+			case typ.Kind() >= reflect.Int && typ.Kind() <= reflect.Int64, typ.Kind() == reflect.Float64:
 				bounded = kw["minimum"] != nil
 			case typ.Kind() == reflect.Slice:
 				bounded = f.Bound.Max() > 0 && kw["items"] != nil

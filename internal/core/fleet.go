@@ -306,6 +306,11 @@ func (s *Service) grantHead(ctx context.Context, tx store.Tx, c fleetClaim, q *s
 				return nil, nil, err
 			}
 			groups[name] = g
+			// The lock may have been waited for: the grant, and the count
+			// of live leases it is judged by, are as of when it was got.
+			if now := s.clock.Now(); now.After(c.now) {
+				c.now = now
+			}
 			if g.CooldownUntil != nil && g.CooldownUntil.After(c.now) {
 				limited(g.CooldownUntil.Sub(c.now))
 				closeGroup(name)
@@ -333,6 +338,7 @@ func (s *Service) grantHead(ctx context.Context, tx store.Tx, c fleetClaim, q *s
 		}
 		lease := c.lease
 		lease.RunID, lease.TokenHash = run.RunID, run.TokenHash
+		lease.ExpiresAt = c.now.Add(time.Duration(lease.Seconds) * time.Second)
 		task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: c.ns, Queue: c.queue, Lane: h.Lane, Now: c.now, Lease: lease})
 		if errors.Is(err, store.ErrNotFound) {
 			closed = append(closed, h.Lane) // taken meanwhile; its next head is looked for again
@@ -511,7 +517,7 @@ func (s *Service) QueueFleet(ctx context.Context, a *auth.Actor, ns, queue strin
 	var out *Fleet
 	err = s.auditedRead(ctx, a, ns, ActQueueFleet, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Queue = queue, queue
-		out, err = fleetView(ctx, tx, ns, queue, ev.Time)
+		out, err = fleetView(ctx, tx, ns, queue, s.clock.Now())
 		return err
 	})
 	return out, err

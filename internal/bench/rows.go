@@ -47,6 +47,7 @@ var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", 
 	"keyed_lifecycle", "mcp_enqueue", "mcp_claim_granted", "mcp_heartbeat", "mcp_record_write", "mcp_submit", "anon_session_unused", "anon_lifecycle", "idle_worker_day", "cold_start",
 	"health_500_first", "health_500_repeat",
 	"enqueue_after_1", "enqueue_after_10", "dependency_edge", "heartbeat_checkpoint", "submit_parent_of_10", "settle_per_child",
+	"enqueue_grouped", "claim_grouped", "submit_grouped", "claim_requires", "claim_requires_1k_unmatched",
 	"claim_granted_1k_finished", "claim_granted_100k_finished"}
 
 const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
@@ -280,6 +281,7 @@ func (r *runner) scenario() {
 	r.measure("enqueue_batch_100", func() { r.do(201, "POST", ns+"/v1/tasks/batch", worker, batchBody(100)) })
 	r.perTask("enqueue_batch_100_per_task", "enqueue_batch_100", 100)
 	r.dependencyRows(worker)
+	r.fleetRows(worker)
 	// Last of all, as history grown before another row would change it:
 	// on PostgreSQL a full page makes an update move its index entries.
 	r.claimBesideHistory(worker, "claim_granted_1k_finished", 1_000)

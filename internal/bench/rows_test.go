@@ -44,6 +44,12 @@ func TestRowsScenarioMeetsTargets(t *testing.T) {
 	// row an index walk steps over, so a plan that walks history shows
 	// here.
 	claimsFlatInHistory(t, byName)
+	// A claim with capabilities costs the same beside 1,000 ready tasks
+	// it cannot take (issue 31): it seeks the lanes it can take.
+	if u, c := byName["claim_requires_1k_unmatched"], byName["claim_requires"]; *u.RowsRead != *c.RowsRead || *u.RowsWritten != *c.RowsWritten {
+		t.Errorf("a claim beside 1,000 unmatched tasks costs %d written, %d read; beside none %d, %d",
+			*u.RowsWritten, *u.RowsRead, *c.RowsWritten, *c.RowsRead)
+	}
 	// An idle worker costs about one counter row a minute and nothing more.
 	if w := *byName["idle_worker_day"].RowsWritten; w < 1440 {
 		t.Errorf("idle worker day wrote %d rows: fewer than one counter a minute means polls went uncounted", w)

@@ -12,10 +12,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
-	"github.com/tessera-dev/tessera/internal/meter"
 	"github.com/tessera-dev/tessera/internal/store"
-	"github.com/tessera-dev/tessera/internal/store/postgres"
-	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -240,55 +237,14 @@ func TestGroupCapAndOverride(t *testing.T) {
 // PostgreSQL nodes — as checked from the runs' intervals in the store.
 func TestGroupCapHoldsUnderConcurrentClaims(t *testing.T) {
 	const claimants, capN, tasks = 16, 3, 60
-	type node struct {
-		svc   *core.Service
-		st    store.Store
-		authn *auth.Authenticator
-	}
-	open := func(t *testing.T, st store.Store, m *meter.Meter) node {
-		t.Cleanup(func() { st.Close() })
-		clock := tessera.SystemClock{}
-		cfg := core.DefaultConfig()
-		cfg.ClaimRate, cfg.ClaimBurst = 1e6, 1e6
-		authn := auth.NewAuthenticator(st, clock, time.Hour)
-		svc := core.New(st, authn, m, clock, cfg)
-		t.Cleanup(svc.Close)
-		return node{svc, st, authn}
-	}
-	cases := map[string]func(t *testing.T) []node{
-		"sqlite": func(t *testing.T) []node {
-			m := meter.New(tessera.SystemClock{})
-			return []node{open(t, backends["sqlite"](t, m), m)}
-		},
-		"postgres two nodes": func(t *testing.T) []node {
-			url := pgtest.Schema(t)
-			var out []node
-			for range 2 {
-				m := meter.New(tessera.SystemClock{})
-				st, err := postgres.Open(context.Background(), url, m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, open(t, st, m))
-			}
-			return out
-		},
-	}
-	for name, nodes := range cases {
-		t.Run(name, func(t *testing.T) {
+	for name, n := range map[string]int{"sqlite": 1, "postgres": 2} {
+		t.Run(fmt.Sprintf("%s %d nodes", name, n), func(t *testing.T) {
 			ctx := context.Background()
-			ns := nodes(t)
-			key, err := core.CreateAdminKey(ctx, ns[0].st, tessera.SystemClock{}, "", "admin")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ns := openNodes(t, name, n)
 			svcs := make([]*core.Service, len(ns))
 			actors := make([]*auth.Actor, len(ns))
 			for i, n := range ns {
-				svcs[i] = n.svc
-				if actors[i], err = n.authn.Authenticate(ctx, key); err != nil {
-					t.Fatal(err)
-				}
+				svcs[i], actors[i] = n.svc, n.actor
 			}
 			if _, err := svcs[0].SetQueueSettings(ctx, actors[0], "main", "q", core.QueueSettingsParams{GroupMaxRunning: capN}); err != nil {
 				t.Fatal(err)
@@ -337,7 +293,7 @@ func TestGroupCapHoldsUnderConcurrentClaims(t *testing.T) {
 			}
 			edges := map[string][]edge{}
 			done := 0
-			err = ns[0].st.View(ctx, func(tx store.Tx) error {
+			err := ns[0].db.View(ctx, func(tx store.Tx) error {
 				list, err := tx.TaskList(ctx, "main", store.TaskFilter{Queue: "q", Limit: 1000})
 				if err != nil {
 					return err
@@ -570,5 +526,128 @@ func TestUnmatchedLanesShow(t *testing.T) {
 	}
 	if len(f.Claimants) != 2 {
 		t.Fatalf("claimants %+v, want cpu and cpu+gpu", f.Claimants)
+	}
+}
+
+// BenchmarkClaimBesideUnmatched measures a claim's latency (p50, p99)
+// in a queue with 0 and with 100,000 ready tasks the claimant cannot
+// take: the claim seeks the lanes it can take, so the two should match.
+//
+//	go test -run '^$' -bench ClaimBesideUnmatched -benchtime 2000x ./internal/core/
+func BenchmarkClaimBesideUnmatched(b *testing.B) {
+	for _, unmatched := range []int{0, 100_000} {
+		b.Run(fmt.Sprint("unmatched=", unmatched), func(b *testing.B) {
+			ctx := context.Background()
+			n := openNodes(b, "sqlite", 1)[0]
+			for done := 0; done < unmatched; done += core.MaxBatchTasks {
+				batch := make([]core.EnqueueParams, core.MaxBatchTasks)
+				for i := range batch {
+					batch[i] = core.EnqueueParams{Title: "needs a tpu", Queue: "q", Requires: []string{"tpu"}}
+				}
+				if _, err := n.svc.EnqueueBatch(ctx, n.actor, "main", batch, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			caps := []string{"gpu"}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				if _, err := n.svc.Enqueue(ctx, n.actor, "main", core.EnqueueParams{Title: "needs a gpu", Queue: "q", Requires: caps}, ""); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				c, err := n.svc.Claim(ctx, n.actor, "main", core.ClaimParams{Queue: "q", Capabilities: caps})
+				lat = append(lat, time.Since(start))
+				if err != nil || c.Task == nil {
+					b.Fatal(c, err)
+				}
+				b.StopTimer()
+				if _, err := n.svc.Submit(ctx, n.actor, "main", c.Task.ID, core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}, ""); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50_µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99_µs")
+		})
+	}
+}
+
+// BenchmarkFairnessUnderLoad runs 16 workers against one queue of 10
+// groups, one hot (10,000 ready tasks, the nine others 1,000 each), and
+// logs the share of the grants each group got in each second: with the
+// rotation every group with ready work gets about a tenth.
+//
+//	go test -run '^$' -bench FairnessUnderLoad -benchtime 1x -v ./internal/core/
+func BenchmarkFairnessUnderLoad(b *testing.B) {
+	const workers, seconds = 16, 4
+	for range b.N {
+		ctx := context.Background()
+		n := openNodes(b, "sqlite", 1)[0]
+		groups := []string{"hot"}
+		for g := 1; g <= 9; g++ {
+			groups = append(groups, fmt.Sprint("g", g))
+		}
+		for _, g := range groups {
+			count := 1000
+			if g == "hot" {
+				count = 10_000
+			}
+			for done := 0; done < count; done += core.MaxBatchTasks {
+				batch := make([]core.EnqueueParams, core.MaxBatchTasks)
+				for i := range batch {
+					batch[i] = core.EnqueueParams{Title: g, Queue: "q", Group: g}
+				}
+				if _, err := n.svc.EnqueueBatch(ctx, n.actor, "main", batch, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		var mu sync.Mutex
+		share := make([]map[string]int, seconds)
+		for i := range share {
+			share[i] = map[string]int{}
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					sec := int(time.Since(start) / time.Second)
+					if sec >= seconds {
+						return
+					}
+					c, err := n.svc.Claim(ctx, n.actor, "main", core.ClaimParams{Queue: "q"})
+					if err != nil || c.Task == nil {
+						b.Error(c, err)
+						return
+					}
+					mu.Lock()
+					share[sec][c.Task.Group]++
+					mu.Unlock()
+					if _, err := n.svc.Submit(ctx, n.actor, "main", c.Task.ID, core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}, ""); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for sec, m := range share {
+			total := 0
+			for _, c := range m {
+				total += c
+			}
+			line := fmt.Sprintf("second %d: %4d grants:", sec+1, total)
+			for _, g := range groups {
+				line += fmt.Sprintf(" %s %4.1f%%", g, 100*float64(m[g])/float64(max(total, 1)))
+			}
+			b.Log(line)
+		}
 	}
 }

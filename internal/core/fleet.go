@@ -237,13 +237,19 @@ func (s *Service) claimLanes(ctx context.Context, tx store.Tx, c fleetClaim, run
 			break
 		}
 		if grouped {
+			var names []string
 			for _, h := range heads {
-				g := byID[h.Lane].Group
-				if groups[g] == nil {
-					if groups[g], err = tx.GroupGet(ctx, c.ns, c.queue, g, false); err != nil {
-						return nil, 0, err
-					}
+				if g := byID[h.Lane].Group; groups[g] == nil && !slices.Contains(names, g) {
+					names = append(names, g)
 				}
+			}
+			rows, err := tx.GroupsGet(ctx, c.ns, c.queue, names)
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, name := range names {
+				g := rows[name] // a group without a row has never been granted
+				groups[name] = &g
 			}
 		}
 		// Claim order across lanes: priority, then (in a grouped queue)
@@ -302,7 +308,7 @@ func (s *Service) grantHead(ctx context.Context, tx store.Tx, c fleetClaim, q *s
 			// Held from here on: two nodes' claims of one group count its
 			// leases and spend its tokens one after the other.
 			var err error
-			if g, err = tx.GroupGet(ctx, c.ns, c.queue, name, true); err != nil {
+			if g, err = tx.GroupLock(ctx, c.ns, c.queue, name); err != nil {
 				return nil, nil, err
 			}
 			groups[name] = g
@@ -408,7 +414,7 @@ func cooldown(ctx context.Context, tx store.Tx, task *tessera.Task, seconds int,
 	if task.Group == "" {
 		return tessera.Invalid("cooldown_seconds", "cooldown_seconds pauses the task's group, and task %s has none", task.ID)
 	}
-	g, err := tx.GroupGet(ctx, task.Namespace, task.Queue, task.Group, true)
+	g, err := tx.GroupLock(ctx, task.Namespace, task.Queue, task.Group)
 	if err != nil {
 		return err
 	}
@@ -660,7 +666,7 @@ func (s *Service) SetGroupSettings(ctx context.Context, a *auth.Actor, ns, queue
 	var out GroupState
 	err = s.auditedCreate(ctx, a, ns, ActGroupSettings, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Queue = queue, queue
-		g, err := tx.GroupGet(ctx, ns, queue, p.Group, true)
+		g, err := tx.GroupLock(ctx, ns, queue, p.Group)
 		if err != nil {
 			return err
 		}

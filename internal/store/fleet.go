@@ -39,9 +39,13 @@ type FleetTx interface {
 	// QueueFleetPut writes a queue's row whole, creating it if new.
 	QueueFleetPut(ctx context.Context, q *QueueFleet) error
 
-	// GroupGet returns a group's row, creating an empty one when it has
-	// none; with lock, held as QueueFleetGet holds.
-	GroupGet(ctx context.Context, ns, queue, group string, lock bool) (*Group, error)
+	// GroupsGet returns the rows of the groups named, those that have
+	// one, by name.
+	GroupsGet(ctx context.Context, ns, queue string, groups []string) (map[string]Group, error)
+	// GroupLock returns a group's row, creating an empty one when it has
+	// none, and holds it until the transaction ends (a backend with one
+	// writer holds every row so already).
+	GroupLock(ctx context.Context, ns, queue, group string) (*Group, error)
 	// GroupList returns a queue's group rows, by name, after the given
 	// name, at most limit.
 	GroupList(ctx context.Context, ns, queue, after string, limit int) ([]Group, error)
@@ -102,8 +106,8 @@ type Group struct {
 	Rate          tessera.Rate
 	Bucket        Bucket
 	CooldownUntil *time.Time
-	// LastGranted is when the group was last granted a task: the
-	// rotation serves the longest-waiting group first.
+	// LastGranted is when the group was last granted a task (zero:
+	// never): the rotation serves the longest-waiting group first.
 	LastGranted time.Time
 }
 

@@ -177,16 +177,38 @@ func (r *groupRow) dest() []any {
 func (r *groupRow) group(ns, queue string) store.Group {
 	g := r.g
 	g.Namespace, g.Queue, g.MaxRunning = ns, queue, r.maxRunning
-	g.Bucket.At, g.LastGranted, g.CooldownUntil = fromMS(r.at), fromMS(r.granted), timePtr(r.cooldownTill)
+	g.Bucket.At, g.CooldownUntil = fromMS(r.at), timePtr(r.cooldownTill)
+	if r.granted != 0 {
+		g.LastGranted = fromMS(r.granted)
+	}
 	return g
 }
 
-func (t *tx) GroupGet(ctx context.Context, ns, queue, group string, lock bool) (*store.Group, error) {
+var groupsGetSQL = sqlschema.Numbered1(sqlschema.GroupsGet + `(SELECT unnest(?::text[]))`)
+
+func (t *tx) GroupsGet(ctx context.Context, ns, queue string, groups []string) (map[string]store.Group, error) {
+	out := make(map[string]store.Group, len(groups))
+	if len(groups) == 0 {
+		return out, nil
+	}
+	err := t.query(ctx, groupsGetSQL, []any{ns, queue, groups}, func(rows pgx.Rows) error {
+		var r groupRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return err
+		}
+		g := r.group(ns, queue)
+		out[g.Group] = g
+		return nil
+	})
+	return out, err
+}
+
+func (t *tx) GroupLock(ctx context.Context, ns, queue, group string) (*store.Group, error) {
 	if _, err := t.exec(ctx, groupEnsureSQL, ns, queue, group); err != nil {
 		return nil, err
 	}
 	var r groupRow
-	if err := t.one(ctx, t.lockable(groupGetSQL, lock), []any{ns, queue, group}, r.dest()...); err != nil {
+	if err := t.one(ctx, t.lockable(groupGetSQL, true), []any{ns, queue, group}, r.dest()...); err != nil {
 		return nil, err
 	}
 	g := r.group(ns, queue)
@@ -208,7 +230,7 @@ func (t *tx) GroupList(ctx context.Context, ns, queue, after string, limit int) 
 
 func (t *tx) GroupPut(ctx context.Context, g *store.Group) error {
 	_, err := t.exec(ctx, groupPutSQL, g.Namespace, g.Queue, g.Group, g.MaxRunning, g.Rate.PerSecond, g.Rate.Burst,
-		g.Bucket.Tokens, ms(g.Bucket.At), msPtr(g.CooldownUntil), ms(g.LastGranted))
+		g.Bucket.Tokens, ms(g.Bucket.At), msPtr(g.CooldownUntil), sqlschema.NeverZero(g.LastGranted))
 	return err
 }
 

@@ -123,7 +123,10 @@ func (t *tx) QueueFleetPut(ctx context.Context, q *store.QueueFleet) error {
 }
 
 func scanGroup(s *sqlite3.Stmt, ns, queue string) store.Group {
-	g := store.Group{Namespace: ns, Queue: queue, Group: s.ColumnText(0), CooldownUntil: colTimePtr(s, 6), LastGranted: colTime(s, 7)}
+	g := store.Group{Namespace: ns, Queue: queue, Group: s.ColumnText(0), CooldownUntil: colTimePtr(s, 6)}
+	if s.ColumnInt64(7) != 0 {
+		g.LastGranted = colTime(s, 7)
+	}
 	if s.ColumnType(1) != sqlite3.NULL {
 		n := s.ColumnInt(1)
 		g.MaxRunning = &n
@@ -133,7 +136,25 @@ func scanGroup(s *sqlite3.Stmt, ns, queue string) store.Group {
 	return g
 }
 
-func (t *tx) GroupGet(ctx context.Context, ns, queue, group string, _ bool) (*store.Group, error) {
+func (t *tx) GroupsGet(ctx context.Context, ns, queue string, groups []string) (map[string]store.Group, error) {
+	out := make(map[string]store.Group, len(groups))
+	if len(groups) == 0 {
+		return out, nil
+	}
+	args := []any{ns, queue}
+	for _, g := range groups {
+		args = append(args, g)
+	}
+	err := t.c.query(ctx, sqlschema.GroupsGet+sqlschema.GroupsIn(len(groups)), args, func(s *sqlite3.Stmt) error {
+		g := scanGroup(s, ns, queue)
+		out[g.Group] = g
+		return nil
+	})
+	return out, err
+}
+
+// GroupLock needs no lock: the one writer holds every row.
+func (t *tx) GroupLock(ctx context.Context, ns, queue, group string) (*store.Group, error) {
 	if _, err := t.c.exec(ctx, sqlschema.GroupEnsure, ns, queue, group); err != nil {
 		return nil, err
 	}
@@ -163,7 +184,7 @@ func (t *tx) GroupPut(ctx context.Context, g *store.Group) error {
 		maxRunning = *g.MaxRunning
 	}
 	_, err := t.c.exec(ctx, sqlschema.GroupPut, g.Namespace, g.Queue, g.Group, maxRunning, g.Rate.PerSecond, g.Rate.Burst,
-		g.Bucket.Tokens, g.Bucket.At, g.CooldownUntil, g.LastGranted)
+		g.Bucket.Tokens, g.Bucket.At, g.CooldownUntil, sqlschema.NeverZero(g.LastGranted))
 	return err
 }
 

@@ -1,5 +1,22 @@
 package sqlschema
 
+import (
+	"strings"
+	"time"
+)
+
+// NeverZero is a time that may be zero (never) as stored: Unix
+// milliseconds, 0 for never.
+func NeverZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// GroupsIn is GroupsGet's list of n placeholders, in parentheses.
+func GroupsIn(n int) string { return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")" }
+
 // The fleet statements both backends run alike (store.FleetTx), with ?
 // placeholders.
 const (
@@ -20,6 +37,9 @@ const (
 	// GroupCols are a group row's columns as the backends scan them.
 	GroupCols = `grp, max_running, rate_per_second, rate_burst, tokens, tokens_at, cooldown_until, last_granted`
 	GroupGet  = `SELECT ` + GroupCols + ` FROM task_groups WHERE namespace = ? AND queue = ? AND grp = ?`
+	// GroupsGet is GroupGet of several groups: arguments namespace,
+	// queue, then the groups, one ? each (GroupsIn).
+	GroupsGet = `SELECT ` + GroupCols + ` FROM task_groups WHERE namespace = ? AND queue = ? AND grp IN `
 	GroupList = `SELECT ` + GroupCols + ` FROM task_groups WHERE namespace = ? AND queue = ? AND grp > ? ORDER BY grp LIMIT ?`
 	GroupPut  = `INSERT INTO task_groups (namespace, queue, ` + GroupCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
  ON CONFLICT (namespace, queue, grp) DO UPDATE SET max_running = excluded.max_running, rate_per_second = excluded.rate_per_second,

@@ -26,4 +26,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("console", func(t *testing.T) { testConsole(t, open) })
 	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("claim many", func(t *testing.T) { testClaimMany(t, open) })
+	t.Run("fleet", func(t *testing.T) { testFleet(t, open) })
 }

@@ -306,6 +306,19 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 	must("submit the parent", err)
 	_, err = svc.GetTask(ctx, a, "main", child.ID)
 	must("get the child", err)
+	// Fleet claims: lanes, groups, caps, rates and the fleet view.
+	_, err = svc.SetQueueSettings(ctx, a, "main", "fq", core.QueueSettingsParams{GroupMaxRunning: 2, Rate: &core.Rate{PerSecond: 100}})
+	must("queue settings", err)
+	_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "g", Queue: "fq", Group: "tenant", Requires: []string{"gpu"}}, "")
+	must("grouped enqueue", err)
+	_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "p", Queue: "fq"}, "")
+	must("plain enqueue in a fleet queue", err)
+	fc, err := svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "fq", Capabilities: []string{"gpu"}})
+	must("fleet claim", err)
+	_, err = svc.Submit(ctx, a, "main", fc.Task.ID, core.SubmitParams{LeaseToken: fc.Lease.Token, Outcome: "succeeded", CooldownSeconds: 1}, "")
+	must("submit with a cooldown", err)
+	_, err = svc.QueueFleet(ctx, a, "main", "fq")
+	must("fleet view", err)
 	traceSQL = nil
 
 	if len(seen) < 15 {

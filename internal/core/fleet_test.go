@@ -651,3 +651,56 @@ func BenchmarkFairnessUnderLoad(b *testing.B) {
 		}
 	}
 }
+
+// Rates hold for the cluster: 16 claimants through two PostgreSQL nodes
+// get exactly a burst's worth of tasks from a queue whose rate refills
+// too slowly to matter, and exactly a group's burst from a limited group.
+func TestRatesHoldAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	ns := openNodes(t, "postgres", 2)
+	first := ns[0]
+	slow := &core.Rate{PerSecond: 0.001, Burst: 5}
+	if _, err := first.svc.SetGroupSettings(ctx, first.actor, "main", "q", core.GroupSettingsParams{Group: "limited", Rate: slow}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.svc.SetQueueSettings(ctx, first.actor, "main", "r", core.QueueSettingsParams{Rate: slow}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []core.EnqueueParams
+	for i := range 40 {
+		batch = append(batch, core.EnqueueParams{Queue: "q", Title: "limited", Group: "limited"},
+			core.EnqueueParams{Queue: "r", Title: fmt.Sprint("r", i)})
+	}
+	if _, err := first.svc.EnqueueBatch(ctx, first.actor, "main", batch, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, queue := range []string{"q", "r"} {
+		var mu sync.Mutex
+		granted := 0
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := ns[w%2]
+				for {
+					c, err := n.svc.Claim(ctx, n.actor, "main", core.ClaimParams{Queue: queue})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if c.Task == nil {
+						return
+					}
+					mu.Lock()
+					granted++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if granted != slow.Burst {
+			t.Errorf("queue %s: %d granted through two nodes, want the burst of %d", queue, granted, slow.Burst)
+		}
+	}
+}

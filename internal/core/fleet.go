@@ -487,8 +487,8 @@ type LaneState struct {
 	// Ready counts the lane's ready tasks, scheduled ones included.
 	Ready                 int      `json:"ready"`
 	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
-	// Unmatched says no claimant seen on the queue in the last
-	// UnmatchedAfter could take the lane's tasks, for UnmatchedSeconds:
+	// Unmatched says no claimant that could take the lane's tasks was
+	// seen on the queue for UnmatchedSeconds (at least UnmatchedAfter):
 	// since the last one that could, or since its oldest ready task.
 	Unmatched        bool     `json:"unmatched"`
 	UnmatchedSeconds *float64 `json:"unmatched_seconds,omitempty"`
@@ -598,11 +598,11 @@ func fleetView(ctx context.Context, tx store.Tx, ns, queue string, now time.Time
 					matched = cl.SeenAt
 				}
 			}
-			if now.Sub(matched) >= UnmatchedAfter {
-				since := c.Oldest
-				if matched.After(since) {
-					since = matched
-				}
+			since := c.Oldest
+			if matched.After(since) {
+				since = matched
+			}
+			if now.Sub(since) >= UnmatchedAfter {
 				ls.Unmatched = true
 				d := now.Sub(since).Seconds()
 				ls.UnmatchedSeconds = &d

@@ -496,8 +496,18 @@ func TestUnmatchedLanesShow(t *testing.T) {
 		t.Fatalf("cpu claim got %q", title)
 	}
 	enqueueFleet(t, svc, a, core.EnqueueParams{Title: "cpu", Requires: []string{"cpu"}})
-	clock.Advance(7 * time.Minute)
+	clock.Advance(4 * time.Minute)
 	f, err := svc.QueueFleet(ctx, a, "main", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range f.Lanes {
+		if l.Unmatched {
+			t.Fatalf("lane %+v unmatched after 4 minutes, under UnmatchedAfter", l)
+		}
+	}
+	clock.Advance(3 * time.Minute)
+	f, err = svc.QueueFleet(ctx, a, "main", "q")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,7 +337,7 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	if g := ok(admin.SetGroupSettings(ctx, "batch", client.GroupSettings{Group: "tenant-a", MaxRunning: &three})); g.Group != "tenant-a" || g.MaxRunning == nil || *g.MaxRunning != 3 || g.Running != 0 {
 		t.Fatalf("group settings: %+v", g)
 	}
-	if f := ok(admin.QueueFleet(ctx, "batch")); f.GroupMaxRunning != 2 || len(f.Groups) != 1 || f.Groups[0].Group != "tenant-a" || len(f.Lanes) != 1 || f.Lanes[0].Ready != 2 {
+	if f := ok(admin.QueueFleet(ctx, "batch")); f.GroupMaxRunning != 2 || len(f.Groups) != 1 || f.Groups[0].Group != "tenant-a" || f.Groups[0].LastGrantedAt != nil || len(f.Lanes) != 1 || f.Lanes[0].Ready != 2 {
 		t.Fatalf("fleet: %+v", f)
 	}
 

@@ -196,9 +196,14 @@ func (c *Client) SubmitBatch(ctx context.Context, req SubmitBatchRequest) ([]Sub
 // Release gives a task back without using an attempt
 // (POST /v1/claims/{task}/release).
 func (c *Client) Release(ctx context.Context, taskID, leaseToken string) (*Task, error) {
+	return c.ReleaseWith(ctx, taskID, ReleaseRequest{LeaseToken: leaseToken})
+}
+
+// ReleaseWith is Release with the request's other fields: a cooldown of
+// the task's group.
+func (c *Client) ReleaseWith(ctx context.Context, taskID string, req ReleaseRequest) (*Task, error) {
 	var out Task
-	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/release",
-		body: map[string]string{"lease_token": leaseToken}}, &out)
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/release", body: req}, &out)
 	return result(&out, err)
 }
 

@@ -328,6 +328,19 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 		t.Fatalf("counts after the purge: %v", c)
 	}
 
+	// A queue's fleet: its settings, a group's, and the view of both
+	// (fleet_test.go has what they do to claims).
+	if qs := ok(admin.SetQueueSettings(ctx, "batch", client.QueueSettings{GroupMaxRunning: 2, Rate: &client.Rate{PerSecond: 10}})); qs.Queue != "batch" || qs.GroupMaxRunning != 2 || qs.Rate == nil || qs.Rate.Burst != 10 {
+		t.Fatalf("queue settings: %+v", qs)
+	}
+	three := 3
+	if g := ok(admin.SetGroupSettings(ctx, "batch", client.GroupSettings{Group: "tenant-a", MaxRunning: &three})); g.Group != "tenant-a" || g.MaxRunning == nil || *g.MaxRunning != 3 || g.Running != 0 {
+		t.Fatalf("group settings: %+v", g)
+	}
+	if f := ok(admin.QueueFleet(ctx, "batch")); f.GroupMaxRunning != 2 || len(f.Groups) != 1 || f.Groups[0].Group != "tenant-a" || f.Groups[0].LastGrantedAt != nil || len(f.Lanes) != 1 || f.Lanes[0].Ready != 2 {
+		t.Fatalf("fleet: %+v", f)
+	}
+
 	log.mu.Lock()
 	seen := slices.Clone(log.seen)
 	log.mu.Unlock()

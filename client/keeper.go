@@ -135,8 +135,15 @@ func (k *Keeper) Submit(ctx context.Context, req SubmitRequest) (*Task, error) {
 
 // Release stops the heartbeats and gives the task back.
 func (k *Keeper) Release(ctx context.Context) (*Task, error) {
+	return k.ReleaseWith(ctx, ReleaseRequest{})
+}
+
+// ReleaseWith is Release with the request's other fields (a cooldown of
+// the task's group); the lease's token is filled in.
+func (k *Keeper) ReleaseWith(ctx context.Context, req ReleaseRequest) (*Task, error) {
 	k.Stop()
-	return k.c.Release(ctx, k.claim.Task.ID, k.claim.Lease.Token)
+	req.LeaseToken = k.claim.Lease.Token
+	return k.c.ReleaseWith(ctx, k.claim.Task.ID, req)
 }
 
 // minSpacing keeps progress reports from turning into a heartbeat storm.

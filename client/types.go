@@ -29,14 +29,19 @@ const (
 
 // Task is a unit of work.
 type Task struct {
-	Namespace       string          `json:"namespace"`
-	ID              string          `json:"id"`
-	Queue           string          `json:"queue"`
-	Title           string          `json:"title"`
-	Brief           string          `json:"brief"`
-	Payload         json.RawMessage `json:"payload"`
-	Labels          []string        `json:"labels"`
-	Priority        int             `json:"priority"`
+	Namespace string          `json:"namespace"`
+	ID        string          `json:"id"`
+	Queue     string          `json:"queue"`
+	Title     string          `json:"title"`
+	Brief     string          `json:"brief"`
+	Payload   json.RawMessage `json:"payload"`
+	Labels    []string        `json:"labels"`
+	Priority  int             `json:"priority"`
+	// Requires are the capabilities a claimant must show to be granted
+	// the task (sorted); Group is who the task is for. Both are empty for
+	// a task anyone may take, outside any group.
+	Requires        []string        `json:"requires,omitempty"`
+	Group           string          `json:"group,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -119,6 +124,14 @@ type EnqueueRequest struct {
 	OnParentFailure string `json:"on_parent_failure,omitempty"`
 	// Ref names the task within its batch, for later tasks' After.
 	Ref string `json:"ref,omitempty"`
+	// Requires are capabilities (up to 16, each 1–64 of [a-z0-9._:/-]) a
+	// claimant must show (ClaimRequest.Capabilities) to be granted the
+	// task: a GPU, a checkout of a repository.
+	Requires []string `json:"requires,omitempty"`
+	// Group is who the task is for (a tenant, a repository; up to 128
+	// bytes): claims rotate across a queue's groups, and a group's live
+	// leases and rate may be capped (SetQueueSettings, SetGroupSettings).
+	Group string `json:"group,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }
@@ -176,6 +189,10 @@ type ClaimRequest struct {
 	LeaseSeconds int    `json:"lease_seconds,omitempty"`
 	// WaitSeconds (0–20) long-polls for a task to arrive.
 	WaitSeconds int `json:"wait_seconds,omitempty"`
+	// Capabilities (up to 64) are what the claimant has: only tasks whose
+	// Requires are all among them are granted. None takes only tasks
+	// that require nothing.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // Claim is a granted claim: the lease (with its token) and the task.
@@ -212,8 +229,22 @@ type SubmitRequest struct {
 	Outcome    string `json:"outcome"`
 	Result     any    `json:"result,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// CooldownSeconds (0–86400) pauses the task's group that long once
+	// the run ends, e.g. after an upstream 429: its ready tasks wait, the
+	// rest of the queue flows. A task without a group refuses it
+	// (invalid_request).
+	CooldownSeconds int `json:"cooldown_seconds,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
+}
+
+// ReleaseRequest gives a task back without using an attempt
+// (ReleaseWith).
+type ReleaseRequest struct {
+	LeaseToken string `json:"lease_token"`
+	// CooldownSeconds (0–86400) pauses the task's group that long, as
+	// SubmitRequest's does.
+	CooldownSeconds int `json:"cooldown_seconds,omitempty"`
 }
 
 // SubmitBatchRequest ends several runs (SubmitBatch).

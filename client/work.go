@@ -65,6 +65,9 @@ type WorkOptions struct {
 	// MaxTasks makes Work claim that many tasks and return once they have
 	// finished, however long they run (0: until ctx ends).
 	MaxTasks int
+	// Capabilities are shown with every claim (ClaimRequest.Capabilities):
+	// only tasks whose requires are all among them are granted.
+	Capabilities []string
 	// Keep tunes each task's Keeper.
 	Keep KeepOptions
 }
@@ -105,7 +108,7 @@ func (c *Client) Work(ctx context.Context, queue string, handler Handler, opts W
 	defer stopWork(nil)
 	slots := make(chan struct{}, opts.Concurrency)
 	var running sync.WaitGroup
-	fatal := c.claimLoop(ctx, ClaimRequest{Queue: queue, LeaseSeconds: opts.LeaseSeconds}, opts.MaxTasks, slots, func(cl *Claim) {
+	fatal := c.claimLoop(ctx, ClaimRequest{Queue: queue, LeaseSeconds: opts.LeaseSeconds, Capabilities: opts.Capabilities}, opts.MaxTasks, slots, func(cl *Claim) {
 		running.Add(1)
 		go func() {
 			defer running.Done()

@@ -45,6 +45,7 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 		{"blobs", "-h"}, {"blobs", "put", "-h"}, {"blobs", "get", "-h"},
 		{"principals", "-h"}, {"principals", "create", "-h"}, {"principals", "list", "-h"},
 		{"keys", "-h"}, {"keys", "create", "-h"}, {"keys", "list", "-h"}, {"keys", "revoke", "-h"},
+		{"queues", "-h"}, {"queues", "fleet", "-h"}, {"queues", "settings", "-h"}, {"queues", "group", "-h"},
 		{"audit", "-h"}, {"work", "-h"}, {"tail", "-h"}} {
 		var out, errOut bytes.Buffer
 		if code := exitCode(run(context.Background(), args, &out, &errOut)); code != 0 {

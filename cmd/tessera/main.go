@@ -29,6 +29,7 @@ client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json,
 before or after the command):
   tasks enqueue|list|get|graph|cancel|pause|resume|retry
   counts             tasks by queue and state
+  queues fleet|settings|group  a queue's fleet view, its settings, a group's
   records put|get|list
   blobs put|get
   principals create|list
@@ -119,6 +120,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tasksCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "counts":
 		return countsCmd(ctx, args[1:], stdout, stderr)
+	case "queues":
+		return queuesCmd(ctx, args[1:], stdout, stderr)
 	case "records":
 		return recordsCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "blobs":
@@ -145,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // groups are the commands whose first argument is a verb.
-var groups = map[string]bool{"tasks": true, "records": true, "blobs": true, "principals": true, "keys": true, "admin": true, "bench": true}
+var groups = map[string]bool{"tasks": true, "queues": true, "records": true, "blobs": true, "principals": true, "keys": true, "admin": true, "bench": true}
 
 // globalFlags reads the flags before the command — the client
 // commands' --url, --key, -n/--namespace and --json, and --version and

@@ -80,6 +80,9 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the task is not claimed")
 	var after stringsFlag
 	fs.Var(&after, "after", "a task this one waits on: it stays waiting until all have succeeded (repeat, or comma-separated; at most 100)")
+	var requires stringsFlag
+	fs.Var(&requires, "requires", "a capability a worker must show to be granted the task, e.g. gpu or repo:foo (repeat, or comma-separated; at most 16)")
+	fs.StringVar(&req.Group, "group", "", "who the task is for (a tenant, a repository): claims rotate across a queue's groups, whose leases and rate can be capped")
 	fs.StringVar(&req.OnParentFailure, "on-parent-failure", "", `when a parent ends dead or canceled: "cancel" this task too (default) or "run" it anyway`)
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
 	quiet := fs.Bool("q", false, "print only the task id")
@@ -90,7 +93,7 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if req.Title == "" {
 		return usagef("tasks enqueue: --title is required")
 	}
-	req.Labels, req.After = labels, after
+	req.Labels, req.After, req.Requires = labels, after, requires
 	if *payload != "" {
 		p, err := jsonArg("payload", *payload, stdin)
 		if err != nil {
@@ -229,6 +232,12 @@ func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(w, "id\t%s\nnamespace\t%s\nqueue\t%s\ntitle\t%s\nstate\t%s\nattempts\t%d of %d\npriority\t%d\npublic\t%t\nlabels\t%s\nrun_at\t%s\n",
 			t.ID, t.Namespace, t.Queue, t.Title, t.State, t.Attempts, t.MaxAttempts, t.Priority, t.Public,
 			orDash(strings.Join(t.Labels, ",")), t.RunAt.Format(time.RFC3339))
+		if len(t.Requires) > 0 {
+			fmt.Fprintf(w, "requires\t%s\n", strings.Join(t.Requires, ","))
+		}
+		if t.Group != "" {
+			fmt.Fprintf(w, "group\t%s\n", t.Group)
+		}
 		for _, kv := range [][2]string{{"payload", string(t.Payload)}, {"progress", string(t.Progress)}, {"result", string(t.Result)}, {"error", t.Error}} {
 			if kv[1] != "" && kv[1] != "null" {
 				fmt.Fprintf(w, "%s\t%s\n", kv[0], oneLine(kv[1], 200))

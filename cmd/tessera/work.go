@@ -17,6 +17,10 @@ stdin, the task's ids in TESSERA_* variables, {"progress": …} lines on
 fd 3 sent as heartbeat progress. Exit 0 submits succeeded with stdout as
 the result; any other exit submits failed with the end of stderr.
 
+--capability C (repeatable) shows what this worker has: it is granted only
+tasks whose requires (tessera tasks enqueue --requires) are all among its
+capabilities.
+
 --max-tasks N claims N tasks, then exits once they have finished, however
 long they run. SIGTERM or SIGINT stops claiming: running commands get
 --drain to finish; those still running then are stopped (SIGTERM, SIGKILL
@@ -43,6 +47,8 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	lease := fs.Duration("lease", runner.DefaultLeaseSeconds*time.Second, "lease of each claim, 10s–1h (the API's 10–3600 s); heartbeats come at a third of it")
 	fs.DurationVar(&cfg.Drain, "drain", runner.DefaultDrain, "on SIGTERM or SIGINT only: how long running commands may finish before they are stopped and their tasks released (exit code 8)")
 	fs.DurationVar(&cfg.Grace, "grace", runner.DefaultGrace, "between SIGTERM and SIGKILL of a command that is stopped")
+	var caps stringsFlag
+	fs.Var(&caps, "capability", "a capability this worker has, e.g. gpu or repo:foo (repeat, or comma-separated; at most 64): it is granted only tasks whose requires are all among them, and without any only tasks that require nothing")
 	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "claim this many tasks, then exit once they have finished, however long they run (0: run until stopped)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	cmd, err := parseCLI(fs, args, 1, -1)
@@ -63,6 +69,7 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	cfg.Command = cmd
+	cfg.Capabilities = caps
 	cfg.LeaseSeconds = int(*lease / time.Second)
 	// Commands reach the same server with the same key, so they can
 	// write records and blobs under TESSERA_LEASE_TOKEN.

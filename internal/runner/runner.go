@@ -37,6 +37,10 @@ type Config struct {
 	// MaxTasks makes the runner claim that many tasks and return once
 	// they have finished (0: until ctx ends).
 	MaxTasks int
+	// Capabilities are shown with every claim: only tasks whose requires
+	// are all among them are granted (none: only tasks that require
+	// nothing).
+	Capabilities []string
 	// Command is the program and its arguments.
 	Command []string
 	// Env is added to each command's environment (after the runner's own
@@ -81,5 +85,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	return cfg.Client.Work(ctx, cmp.Or(cfg.Queue, "default"), func(ctx context.Context, job *client.Job) (any, error) {
 		return runCommand(ctx, cfg, job)
-	}, client.WorkOptions{Concurrency: cfg.Concurrency, LeaseSeconds: cfg.LeaseSeconds, Drain: drain, MaxTasks: cfg.MaxTasks})
+	}, client.WorkOptions{Concurrency: cfg.Concurrency, LeaseSeconds: cfg.LeaseSeconds, Drain: drain, MaxTasks: cfg.MaxTasks,
+		Capabilities: cfg.Capabilities})
 }

@@ -306,3 +306,30 @@ func TestAShutdownAfterMaxTasksStillDrains(t *testing.T) {
 	}
 	h.noneLeased()
 }
+
+// The runner claims with its Capabilities: of a task it cannot take
+// (first in claim order) and one it can, it runs the one it can.
+func TestRunnerClaimsWithCapabilities(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	tpu, err := h.c.Enqueue(ctx, client.EnqueueRequest{Queue: "work", Title: "tpu", Priority: 9, Requires: []string{"tpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := h.c.Enqueue(ctx, client.EnqueueRequest{Queue: "work", Title: "gpu", Requires: []string{"gpu"}, Group: "tenant-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runner.Run(ctx, runner.Config{Client: h.c, Queue: "work", MaxTasks: 1, Capabilities: []string{"gpu", "cpu"},
+		Command: []string{"sh", "-c", `echo '"ran"'`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.task(gpu.ID); got.State != client.StateSucceeded || string(got.Result) != `"ran"` {
+		t.Fatalf("the gpu task: %s %s", got.State, got.Result)
+	}
+	if got := h.task(tpu.ID); got.State != client.StateReady || got.Attempts != 0 {
+		t.Fatalf("the tpu task: %s, %d attempts", got.State, got.Attempts)
+	}
+	h.noneLeased()
+}

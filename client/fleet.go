@@ -66,8 +66,8 @@ type LaneState struct {
 	// Ready counts the lane's ready tasks, scheduled ones included.
 	Ready                 int      `json:"ready"`
 	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
-	// Unmatched says no claimant seen on the queue in the last 5 minutes
-	// could take the lane's tasks, for UnmatchedSeconds.
+	// Unmatched says no claimant that could take the lane's tasks has
+	// been seen on the queue for UnmatchedSeconds (5 minutes or more).
 	Unmatched        bool     `json:"unmatched"`
 	UnmatchedSeconds *float64 `json:"unmatched_seconds,omitempty"`
 }

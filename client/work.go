@@ -44,7 +44,8 @@ func (j *Job) Checkpoint(v any) { j.keeper.Checkpoint(v) }
 // returns is submitted: a nil error as succeeded with result as the
 // result (any JSON value ≤ 256 KiB; nil is no result), an error as failed
 // with its text (its first 4 KiB) as the error, to be retried while
-// attempts are left. A panic is a failure too.
+// attempts are left; an error made by Cooldown also pauses the task's
+// group. A panic is a failure too.
 type Handler func(ctx context.Context, job *Job) (result any, err error)
 
 // WorkOptions tune Work. The zero value is one handler at a time, with the
@@ -246,6 +247,12 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 		// character, or the text itself, may not be) without growing.
 		msg := err.Error()
 		req = SubmitRequest{Outcome: OutcomeFailed, Error: strings.ToValidUTF8(msg[:min(len(msg), MaxErrorBytes)], "?")}
+		// Only a group can cool down: a cooldown asked of a task without
+		// one is a plain failure, not a refused submit.
+		var cool *CooldownError
+		if errors.As(err, &cool) && job.Task.Group != "" {
+			req.CooldownSeconds = cool.seconds()
+		}
 	}
 	task, err := lease.Submit(ctx, req)
 	switch {
@@ -268,3 +275,26 @@ func call(ctx context.Context, handler Handler, job *Job, log *slog.Logger) (res
 	}()
 	return handler(ctx, job)
 }
+
+// CooldownError is a handler's failure that also pauses the task's group
+// for After (rounded up to a second, at most a day): say, an upstream
+// that answered 429. Its ready tasks wait; the rest of the queue flows.
+// Made by Cooldown.
+type CooldownError struct {
+	Err   error
+	After time.Duration
+}
+
+// Cooldown makes err (the run's failure) a CooldownError that pauses the
+// task's group for d; for a task without a group it is err alone.
+func Cooldown(d time.Duration, err error) error { return &CooldownError{Err: err, After: d} }
+
+func (e *CooldownError) Error() string { return e.Err.Error() }
+func (e *CooldownError) Unwrap() error { return e.Err }
+
+func (e *CooldownError) seconds() int {
+	return min(int((e.After+time.Second-1)/time.Second), MaxCooldownSeconds)
+}
+
+// MaxCooldownSeconds bounds a cooldown (the API's bound).
+const MaxCooldownSeconds = 24 * 60 * 60

@@ -142,3 +142,55 @@ func TestQueuesSettingsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A command that exits 75 under `tessera work --cooldown` fails its run and
+// pauses its task's group: the group's next task is held back (the fleet
+// view shows the cooldown) while another group's is run.
+func TestWorkCooldownOnExit75(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	k := testserver.AdminKey
+	c, err := client.New(srv.URL, client.WithKey(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, g := range []string{"api", "api", "other"} {
+		if _, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "calls", Title: g, Group: g}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	// The first task (api) exits 75; the second claim finds api cooling
+	// down and runs other's, which succeeds.
+	script := `if [ "$(cat)" = "null" ] && [ ! -e "$MARK" ]; then touch "$MARK"; exit 75; fi; echo '"ok"'`
+	mark := t.TempDir() + "/mark"
+	if _, code := cli(t, srv.URL, k, "", "work", "--queue", "calls", "--cooldown", "1h", "--max-tasks", "2",
+		"--", "env", "MARK="+mark, "sh", "-c", script); code != exitOK {
+		t.Fatalf("work --cooldown: exit %d", code)
+	}
+	f, err := c.QueueFleet(ctx, "calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api *client.GroupState
+	for i := range f.Groups {
+		if f.Groups[i].Group == "api" {
+			api = &f.Groups[i]
+		}
+	}
+	if api == nil || api.CooldownUntil == nil || api.CooldownUntil.Before(start.Add(59*time.Minute)) {
+		t.Fatalf("api group after an exit 75 with --cooldown 1h: %+v", api)
+	}
+	tasks, err := c.ListTasks(ctx, client.TaskFilter{Queue: "calls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string][]string{}
+	for _, task := range tasks.Tasks {
+		states[task.Group] = append(states[task.Group], task.State)
+	}
+	slices.Sort(states["api"])
+	if !slices.Equal(states["api"], []string{"ready", "scheduled"}) || !slices.Equal(states["other"], []string{"succeeded"}) {
+		t.Fatalf("states after the cooldown: %v, want api [ready scheduled] (the failed one backing off) and other [succeeded]", states)
+	}
+}

@@ -19,7 +19,9 @@ the result; any other exit submits failed with the end of stderr.
 
 --capability C (repeatable) shows what this worker has: it is granted only
 tasks whose requires (tessera tasks enqueue --requires) are all among its
-capabilities.
+capabilities. With --cooldown D, a command that exits 75 (EX_TEMPFAIL:
+say, its upstream answered 429) fails its run and pauses its task's group
+for D: the group's ready tasks wait, the rest of the queue flows.
 
 --max-tasks N claims N tasks, then exits once they have finished, however
 long they run. SIGTERM or SIGINT stops claiming: running commands get
@@ -49,6 +51,7 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Grace, "grace", runner.DefaultGrace, "between SIGTERM and SIGKILL of a command that is stopped")
 	var caps stringsFlag
 	fs.Var(&caps, "capability", "a capability this worker has, e.g. gpu or repo:foo (repeat, or comma-separated; at most 64): it is granted only tasks whose requires are all among them, and without any only tasks that require nothing")
+	fs.DurationVar(&cfg.Cooldown, "cooldown", 0, "pause the task's group this long when the command exits 75 (0: no cooldown; at most 24h)")
 	fs.IntVar(&cfg.MaxTasks, "max-tasks", 0, "claim this many tasks, then exit once they have finished, however long they run (0: run until stopped)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	cmd, err := parseCLI(fs, args, 1, -1)
@@ -58,8 +61,8 @@ func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *lease < 10*time.Second || *lease > time.Hour {
 		return usagef("work: --lease must be 10s–1h")
 	}
-	if cfg.Concurrency < 1 || cfg.MaxTasks < 0 || cfg.Drain < 0 || cfg.Grace < 0 {
-		return usagef("work: --concurrency must be ≥ 1; --max-tasks, --drain and --grace ≥ 0")
+	if cfg.Concurrency < 1 || cfg.MaxTasks < 0 || cfg.Drain < 0 || cfg.Grace < 0 || cfg.Cooldown < 0 || cfg.Cooldown > 24*time.Hour {
+		return usagef("work: --concurrency must be ≥ 1; --max-tasks, --drain and --grace ≥ 0; --cooldown 0–24h")
 	}
 	cfg.Log = newLogger(*logFormat, stderr)
 	// The client says what becomes of each task, and warns of a queue

@@ -41,6 +41,10 @@ type Config struct {
 	// are all among them are granted (none: only tasks that require
 	// nothing).
 	Capabilities []string
+	// Cooldown, when above 0, is how long a command that exits with
+	// CooldownExit (75, EX_TEMPFAIL: say, after an upstream's 429) pauses
+	// its task's group; the run fails as any failed command's does.
+	Cooldown time.Duration
 	// Command is the program and its arguments.
 	Command []string
 	// Env is added to each command's environment (after the runner's own
@@ -53,6 +57,9 @@ type Config struct {
 	// (client.WithLogger).
 	Log *slog.Logger
 }
+
+// CooldownExit is the exit status that asks for a cooldown (Config.Cooldown).
+const CooldownExit = 75
 
 // Defaults of Config.
 const (

@@ -60,7 +60,10 @@ func runCommand(ctx context.Context, cfg Config, job *client.Job) (any, error) {
 	if err != nil {
 		log.Info("command failed", "err", err)
 		if msg := tail(ch.stderr.Bytes()); msg != "" {
-			return nil, errors.New(msg)
+			err = errors.New(msg)
+		}
+		if cfg.Cooldown > 0 && ch.cmd.ProcessState.ExitCode() == CooldownExit {
+			return nil, client.Cooldown(cfg.Cooldown, err)
 		}
 		return nil, err
 	}

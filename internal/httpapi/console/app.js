@@ -498,7 +498,8 @@
       el("td", {class: "lane-match"}, l.unmatched ?
         el("span", {class: "unmatched-mark", title: "no claimant seen on this queue in the last 5 minutes has every capability these tasks require"},
           "ready, unmatched for " + minutes(l.unmatched_seconds || 0)) :
-        l.ready ? el("span", {class: "meta"}, "a claimant seen can take them") : "")));
+        l.oldest_ready_age_seconds !== null && l.oldest_ready_age_seconds !== undefined ?
+          el("span", {class: "meta"}, "a claimant seen can take them") : "")));
     const groups = f.groups.map((g) => {
       const cap = capOf(g);
       const cooling = g.cooldown_until && Date.parse(g.cooldown_until) > now;

@@ -198,7 +198,8 @@ func TestMetricsKeepNamedNamespacesAndSumDemoOnes(t *testing.T) {
 // without a group, whatever they require) have series of their own; the
 // other three and the group named "other" are summed under "other". A
 // leased task is not ready; a scheduled one is, as in tessera_queue_tasks.
-// A queue without lanes has no series.
+// A queue without lanes has no series; one of fewer groups has no sum;
+// the demo namespaces' queues are summed.
 func TestMetricsReadyByGroupIsBounded(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -223,6 +224,15 @@ func TestMetricsReadyByGroupIsBounded(t *testing.T) {
 	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "run_at": s.Clock.Now().Add(time.Hour)})
 	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "group": "other"})
 	s.enqueue("main", adminKey, map[string]any{"queue": "plain"})
+	// Fewer than 11 groups: each its own series, "other" a group like any.
+	s.enqueue("main", adminKey, map[string]any{"queue": "few", "group": "a"})
+	for range 2 {
+		s.enqueue("main", adminKey, map[string]any{"queue": "few", "group": "other"})
+	}
+	// Demo namespaces' groups are summed before the top 10 are picked.
+	for _, ns := range []string{"demo-aaa", "demo-bbb"} {
+		s.enqueue(ns, adminKey, map[string]any{"queue": "practice", "group": "team"})
+	}
 
 	_, body := s.scrape()
 	var got []string
@@ -231,9 +241,11 @@ func TestMetricsReadyByGroupIsBounded(t *testing.T) {
 			got = append(got, line)
 		}
 	}
+	// In the order the registry writes them: by label values.
 	want := `# HELP tessera_queue_ready_by_group Ready tasks (scheduled included) of a queue with lanes, by group ("": no group): the 10 groups of the queue with the most have a series each, the rest are summed under group "other".
 # TYPE tessera_queue_ready_by_group gauge
 tessera_queue_ready_by_group{group="",namespace="main",queue="fleet"} 5
+tessera_queue_ready_by_group{group="a",namespace="main",queue="few"} 1
 tessera_queue_ready_by_group{group="g04",namespace="main",queue="fleet"} 4
 tessera_queue_ready_by_group{group="g05",namespace="main",queue="fleet"} 5
 tessera_queue_ready_by_group{group="g06",namespace="main",queue="fleet"} 6
@@ -243,7 +255,9 @@ tessera_queue_ready_by_group{group="g09",namespace="main",queue="fleet"} 9
 tessera_queue_ready_by_group{group="g10",namespace="main",queue="fleet"} 10
 tessera_queue_ready_by_group{group="g11",namespace="main",queue="fleet"} 11
 tessera_queue_ready_by_group{group="g12",namespace="main",queue="fleet"} 12
-tessera_queue_ready_by_group{group="other",namespace="main",queue="fleet"} 7`
+tessera_queue_ready_by_group{group="other",namespace="main",queue="few"} 2
+tessera_queue_ready_by_group{group="other",namespace="main",queue="fleet"} 7
+tessera_queue_ready_by_group{group="team",namespace="demo-*",queue="practice"} 2`
 	if strings.Join(got, "\n") != want {
 		t.Errorf("the ready-by-group exposition:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}

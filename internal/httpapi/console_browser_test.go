@@ -468,6 +468,9 @@ func seedFleet(s *testServer) {
 func TestConsoleShowsAQueuesFleet(t *testing.T) {
 	s := newTestServer(t)
 	seedFleet(s)
+	// acme cools down for half an hour; initech caps itself at 1.
+	s.must(200, "PUT", "/v1/queues/render/groups", adminKey, map[string]any{"group": "acme", "cooldown_until": s.Clock.Now().Add(30 * time.Minute)})
+	s.must(200, "PUT", "/v1/queues/render/groups", adminKey, map[string]any{"group": "initech\u202egnp.exe", "max_running": 1})
 	var fleet core.Fleet
 	s.must(200, "GET", "/v1/queues/render/fleet", adminKey, nil).decode(t, &fleet)
 
@@ -486,6 +489,15 @@ func TestConsoleShowsAQueuesFleet(t *testing.T) {
 	}
 	if got := b.text(`section[data-fleet="render"] .setting-cap`); got != "at most 2" {
 		t.Errorf("the queue's cap reads %q", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="acme"] .group-cooldown`); !strings.HasSuffix(got, "(in 30 min)") {
+		t.Errorf("acme's cooldown reads %q, want it to end in 30 min", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="globex"] .group-cooldown`); got != "—" {
+		t.Errorf("globex's cooldown reads %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('section[data-fleet="render"] tr[data-group="initech\u202egnp.exe"] .group-running').textContent`); got != "0 / 1" {
+		t.Errorf("initech shows %q running / cap, want its own cap: 0 / 1", got)
 	}
 	hostile := eval[string](b, `document.querySelector('section[data-fleet="render"] tr[data-group="initech\u202egnp.exe"] bdi.group').textContent`)
 	if hostile != `initech\u202Egnp.exe` {

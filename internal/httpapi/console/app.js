@@ -427,21 +427,41 @@
     content.append(el("h1", {}, "Queues of ", el("code", {}, ns)), table, fleets,
       el("h2", {}, "Happening now"), el("p", {class: "meta"}, "Events as they commit, newest first."),
       el("div", {class: "card"}, feed));
+    // Each queue's fleet as last read ({f} or {err}; null: it has none).
+    // A reload reads again the fleets of the queues the stream's events
+    // touched that have one, and of queues not read yet; every 30 s (an
+    // unmatched lane's wait grows with no event to say so) and after a
+    // gap, every queue's: a fleet read is a keyed read, audited, so the
+    // page makes no more of them than it shows.
+    const known = new Map();
+    let touched = new Set(), everything = true;
     const load = async () => {
+      const seen = touched, all = everything;
+      touched = new Set();
+      everything = false;
       const page = await api("GET", nsPath(ns, "/v1/queues"));
       table.replaceChildren(queuesTable(ns, page));
-      fleets.replaceChildren(...await fleetPanels(ns, page.queues.map((q) => q.queue), Date.parse(page.time)));
+      const names = page.queues.map((q) => q.queue);
+      await Promise.all(names.filter((q) => all || !known.has(q) || (known.get(q) && seen.has(q))).map((q) =>
+        api("GET", nsPath(ns, "/v1/queues/" + encodeURIComponent(q) + "/fleet")).then(
+          (f) => known.set(q, hasFleet(f) ? {f} : null), (err) => known.set(q, {err}))));
+      fleets.replaceChildren(...names.filter((q) => known.get(q)).map((q) => fleetSection(ns, q, known.get(q))));
     };
     await load();
     const reload = debounce(() => load().catch(() => {}), 700);
-    // An unmatched lane's wait grows with no event to say so: read again
-    // every 30 s as well.
     const mine = timers; // render starts a new list: this view is gone
-    const tick = () => later(() => load().catch(() => {}).finally(() => timers === mine && tick()), 30000);
+    const tick = () => later(() => {
+      everything = true;
+      load().catch(() => {}).finally(() => timers === mine && tick());
+    }, 30000);
     tick();
     return {
       onEvent(ev) {
-        if (ev.kind === "gap") return reload();
+        if (ev.queue) touched.add(ev.queue);
+        if (ev.kind === "gap") {
+          everything = true;
+          return reload();
+        }
         feed.prepend(feedItem(ns, ev));
         while (feed.children.length > 100) feed.lastChild.remove();
         if (ev.kind !== "task.heartbeat") reload();
@@ -457,16 +477,12 @@
     return f.lanes.some((l) => l.group !== "" || l.requires.length > 0) || f.groups.length > 0 || f.group_max_running > 0 || !!f.rate;
   }
 
-  // fleetPanels reads each queue's fleet (GET …/fleet) and shows the
-  // ones that have one.
-  // Their times are told against the server's clock, now.
-  async function fleetPanels(ns, queues, now) {
-    const fleets = await Promise.all(queues.map((q) =>
-      api("GET", nsPath(ns, "/v1/queues/" + encodeURIComponent(q) + "/fleet")).then((f) => ({q, f}), (err) => ({q, err}))));
-    return fleets.filter(({f, err}) => err || hasFleet(f)).map(({q, f, err}) =>
-      el("section", {class: "fleet", "data-fleet": q},
-        el("h2", {}, "Fleet of ", el("code", {}, q)),
-        err ? alertBox(err) : fleetPanel(ns, q, f, now)));
+  // fleetSection shows a queue's fleet (GET …/fleet), or why it could
+  // not be read.
+  function fleetSection(ns, queue, {f, err}) {
+    return el("section", {class: "fleet", "data-fleet": queue},
+      el("h2", {}, "Fleet of ", el("code", {}, queue)),
+      err ? alertBox(err) : fleetPanel(ns, queue, f));
   }
 
   function groupName(g) {
@@ -488,7 +504,10 @@
     return Math.floor(m / 60) + " hours";
   }
 
-  function fleetPanel(ns, queue, f, now) {
+  // fleetPanel tells its times against the server's clock as of the
+  // read (the fleet's time), as its ages are.
+  function fleetPanel(ns, queue, f) {
+    const now = Date.parse(f.time);
     const capOf = (g) => (g.max_running !== undefined && g.max_running !== null ? g.max_running : f.group_max_running);
     const lanes = f.lanes.map((l) => el("tr", {"data-lane": l.group + "|" + l.requires.join(" "), class: l.unmatched ? "unmatched" : null},
       el("td", {}, groupName(l.group)),

@@ -21,6 +21,18 @@ import (
 type QueueDepth struct {
 	Namespace string
 	QueueHealth
+	// ReadyByGroup is, of a queue with lanes (fleet.go), its ready tasks
+	// (scheduled included) by group, bounded: the MetricsGroups groups
+	// with the most get their own, the rest are summed under OtherGroups
+	// (as is a group of that name). Nil for a queue without lanes.
+	ReadyByGroup []GroupReady
+}
+
+// GroupReady is a queue's ready tasks of one group ("": tasks without
+// one), for the metrics.
+type GroupReady struct {
+	Group string
+	Ready int
 }
 
 // QueueDepths are every queue's depths as of Time.
@@ -45,6 +57,10 @@ const (
 	// depthsTTL is how long a pass serves: scrapers more frequent than
 	// that (or several Prometheus servers) share one.
 	depthsTTL = 5 * time.Second
+	// MetricsGroups bounds the groups of one queue with series of their
+	// own: the ones with the most ready tasks; OtherGroups sums the rest.
+	MetricsGroups = 10
+	OtherGroups   = "other"
 )
 
 // depthCache keeps the last pass.
@@ -81,15 +97,23 @@ func (s *Service) QueueDepths(ctx context.Context) (*QueueDepths, error) {
 			if err != nil {
 				return err
 			}
+			groups, err := readyByGroup(ctx, tx, ns, out.Time, nil)
+			if err != nil {
+				return err
+			}
 			for _, q := range h.Queues {
-				out.Queues = append(out.Queues, QueueDepth{Namespace: ns, QueueHealth: q})
+				out.Queues = append(out.Queues, QueueDepth{Namespace: ns, QueueHealth: q, ReadyByGroup: topGroups(groups[q.Queue])})
 			}
 		}
 		sum := map[string]*QueueDepth{}
 		var queues []string
+		demoGroups := map[string]map[string]int{}
 		for _, ns := range demo {
 			h, err := readHealth(ctx, tx, ns, out.Time, store.AllTasks)
 			if err != nil {
+				return err
+			}
+			if _, err := readyByGroup(ctx, tx, ns, out.Time, demoGroups); err != nil {
 				return err
 			}
 			for _, q := range h.Queues {
@@ -104,7 +128,9 @@ func (s *Service) QueueDepths(ctx context.Context) (*QueueDepths, error) {
 		}
 		slices.Sort(queues)
 		for _, q := range queues {
-			out.Queues = append(out.Queues, *sum[q])
+			d := *sum[q]
+			d.ReadyByGroup = topGroups(demoGroups[q])
+			out.Queues = append(out.Queues, d)
 		}
 		return nil
 	})
@@ -156,6 +182,83 @@ func metricsNamespaces(ctx context.Context, tx store.Tx) (named, demo []string, 
 	}
 	err = list(demoFirst, func(n string) bool { return n >= demoPast }, &demo)
 	return
+}
+
+// readyByGroup adds into into (made when nil) the ready tasks of each
+// queue of ns that has lanes, by queue and group: a LaneList and a
+// LaneReady of its lanes (lane 0's tasks are group ""), so a pass reads
+// O(lanes + their ready tasks) of the fleet queues only. Lane 0 adds a
+// group "" only when it holds ready tasks.
+func readyByGroup(ctx context.Context, tx store.Tx, ns string, now time.Time, into map[string]map[string]int) (map[string]map[string]int, error) {
+	if into == nil {
+		into = map[string]map[string]int{}
+	}
+	queues, err := tx.QueuesFleet(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queues {
+		lanes, err := tx.LaneList(ctx, ns, q)
+		if err != nil {
+			return nil, err
+		}
+		if len(lanes) == 0 {
+			continue // settings only: no lane to count
+		}
+		ids := []int64{0}
+		for _, l := range lanes {
+			ids = append(ids, l.ID)
+		}
+		counts, err := tx.LaneReady(ctx, ns, q, ids, now)
+		if err != nil {
+			return nil, err
+		}
+		m := into[q]
+		if m == nil {
+			m = map[string]int{}
+			into[q] = m
+		}
+		if n := counts[0].Ready; n > 0 {
+			m[""] += n
+		}
+		for _, l := range lanes {
+			m[l.Group] += counts[l.ID].Ready
+		}
+	}
+	return into, nil
+}
+
+// topGroups bounds a queue's ready tasks by group: the MetricsGroups
+// groups with the most (ties by name) as they are, then, when there are
+// more, the rest summed under OtherGroups. A group named OtherGroups
+// never takes a place of its own: its tasks are that series' too.
+func topGroups(m map[string]int) []GroupReady {
+	if m == nil {
+		return nil
+	}
+	var out []GroupReady
+	for g, n := range m {
+		if g != OtherGroups {
+			out = append(out, GroupReady{Group: g, Ready: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b GroupReady) int {
+		if a.Ready != b.Ready {
+			return b.Ready - a.Ready
+		}
+		return strings.Compare(a.Group, b.Group)
+	})
+	other, named := m[OtherGroups]
+	if len(out) > MetricsGroups {
+		for _, g := range out[MetricsGroups:] {
+			other += g.Ready
+		}
+		out, named = out[:MetricsGroups], true
+	}
+	if named {
+		out = append(out, GroupReady{Group: OtherGroups, Ready: other})
+	}
+	return out
 }
 
 // addHealth adds q's counts and leases into d, keeping the oldest ready

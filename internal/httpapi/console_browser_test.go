@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -428,4 +430,130 @@ func TestConsoleShowsDependenciesAndCheckpoints(t *testing.T) {
 	b.open("#/ns/main/task/"+child.ID, `#task-state[data-state="waiting"]`)
 	s.submit("main", adminKey, c, tessera.OutcomeSucceeded)
 	b.visible("the child turns ready", `#task-state[data-state="ready"][data-updated-by="event"]`)
+}
+
+// seedFleet gives queue "render" a fleet: three tasks of group acme that
+// require a GPU nobody has, globex's tasks (first in claim order) held by
+// a CPU worker up to the queue's cap of 2, and a group whose name carries
+// a bidi override. The worker claims once, ten minutes pass, and it
+// claims again: the lanes it can take are matched, acme's has waited
+// unmatched for ten minutes.
+func seedFleet(s *testServer) {
+	s.t.Helper()
+	s.must(200, "PUT", "/v1/queues/render/settings", adminKey, map[string]any{"group_max_running": 2})
+	for i := range 3 {
+		s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "acme", "requires": []string{"gpu:a100"},
+			"title": "Render acme frame " + strconv.Itoa(i)})
+		s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "globex", "priority": 10,
+			"title": "Render globex frame " + strconv.Itoa(i)})
+	}
+	s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "initech\u202egnp.exe", "title": "Render initech frame"})
+	claimCPU := func() {
+		s.t.Helper()
+		var c claimed
+		s.must(200, "POST", "/v1/claims", adminKey, map[string]any{"queue": "render", "capabilities": []string{"cpu"}, "lease_seconds": 3600}).decode(s.t, &c)
+		if c.Task.Group != "globex" {
+			s.t.Fatalf("the CPU worker was granted a task of group %q, want globex", c.Task.Group)
+		}
+	}
+	claimCPU()
+	s.Clock.Advance(10 * time.Minute)
+	claimCPU()
+}
+
+// A queue's fleet on the console: its lanes with their ready counts, the
+// lane no claimant seen could take marked unmatched for as long as it has
+// been, its groups' live leases against their cap, untrusted group names
+// shown as text with bidi controls marked; and it follows new work live.
+func TestConsoleShowsAQueuesFleet(t *testing.T) {
+	s := newTestServer(t)
+	seedFleet(s)
+	// acme cools down for half an hour; initech caps itself at 1.
+	s.must(200, "PUT", "/v1/queues/render/groups", adminKey, map[string]any{"group": "acme", "cooldown_until": s.Clock.Now().Add(30 * time.Minute)})
+	s.must(200, "PUT", "/v1/queues/render/groups", adminKey, map[string]any{"group": "initech\u202egnp.exe", "max_running": 1})
+	var fleet core.Fleet
+	s.must(200, "GET", "/v1/queues/render/fleet", adminKey, nil).decode(t, &fleet)
+
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	b.visible("the fleet of render", `section[data-fleet="render"] tr[data-lane="acme|gpu:a100"]`)
+	acme := `section[data-fleet="render"] tr[data-lane="acme|gpu:a100"]`
+	if got := b.text(acme + ` .lane-ready`); got != "3" {
+		t.Errorf("acme's GPU lane shows %q ready, want 3", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="globex"] .group-running`); got != "2 / 2" {
+		t.Errorf("globex shows %q running / cap, want 2 / 2", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-lane="globex|"] .lane-ready`); got != "1" {
+		t.Errorf("globex's lane shows %q ready, want 1", got)
+	}
+	if got := b.text(`section[data-fleet="render"] .setting-cap`); got != "at most 2" {
+		t.Errorf("the queue's cap reads %q", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="acme"] .group-cooldown`); !strings.HasSuffix(got, "(in 30 min)") {
+		t.Errorf("acme's cooldown reads %q, want it to end in 30 min", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="globex"] .group-cooldown`); got != "—" {
+		t.Errorf("globex's cooldown reads %q", got)
+	}
+	if got := eval[string](b, `document.querySelector('section[data-fleet="render"] tr[data-group="initech\u202egnp.exe"] .group-running').textContent`); got != "0 / 1" {
+		t.Errorf("initech shows %q running / cap, want its own cap: 0 / 1", got)
+	}
+	hostile := eval[string](b, `document.querySelector('section[data-fleet="render"] tr[data-group="initech\u202egnp.exe"] bdi.group').textContent`)
+	if hostile != `initech\u202Egnp.exe` {
+		t.Errorf("the hostile group name shows as %q", hostile)
+	}
+	if n := eval[int](b, `document.querySelectorAll('section[data-fleet="render"] .unmatched-mark').length`); n != 1 {
+		t.Errorf("%d lanes marked unmatched, want only acme's GPU lane", n)
+	}
+	// The marker needs the fleet read's own clock (its time, the ages it
+	// derives from it): say so apart from what the page shows.
+	if fleet.Time.IsZero() {
+		t.Errorf("server: GET /v1/queues/render/fleet answers time %s: the fleet view is computed at the zero time, so no lane has an oldest ready age or is ever unmatched", fleet.Time.Format(time.RFC3339))
+	}
+	marker := eval[string](b, `document.querySelector('`+acme+` .unmatched-mark')?.textContent ?? "(none)"`)
+	if marker != "ready, unmatched for 10 minutes" {
+		t.Errorf("acme's GPU lane's marker reads %q, want \"ready, unmatched for 10 minutes\"", marker)
+	}
+	b.shot("console-fleet")
+
+	// New work shows as it commits.
+	s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "acme", "requires": []string{"gpu:a100"}, "title": "Render acme frame 3"})
+	step(b, "the new task counts", chromedp.Poll[bool](`document.querySelector('`+acme+` .lane-ready').textContent === "4"`))
+}
+
+// A key that may enqueue sets the queue's cap from the fleet panel; a
+// read-only key sees the panel and no form.
+func TestConsoleSetsFleetSettings(t *testing.T) {
+	s := newTestServer(t)
+	seedFleet(s)
+	reader, _ := s.newKey("user", "namespace:main", "read")
+	b := newBrowser(t, s)
+	b.login(reader)
+	b.visible("the fleet of render", `section[data-fleet="render"] tr[data-group="globex"]`)
+	if n := eval[int](b, `document.querySelectorAll("form.fleet-form").length`); n != 0 {
+		t.Fatalf("a read-only key sees %d settings forms", n)
+	}
+
+	b = newBrowser(t, s)
+	b.login(adminKey)
+	b.run("set the cap to 3 and a rate",
+		chromedp.WaitVisible(chromedp.CSS(`form.fleet-form`)),
+		chromedp.SetValue(chromedp.CSS(`form.fleet-form input[name=group_max_running]`), "3"),
+		chromedp.SetValue(chromedp.CSS(`form.fleet-form input[name=per_second]`), "5"),
+		chromedp.Click(chromedp.CSS(`form.fleet-form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)))
+	step(b, "the panel shows it", chromedp.Poll[bool](`document.querySelector('section[data-fleet="render"] .setting-cap')?.textContent === "at most 3"`))
+	if got := b.text(`section[data-fleet="render"] .setting-rate`); got != "5 a second, bursts of 5" {
+		t.Errorf("the queue's rate reads %q", got)
+	}
+	if got := b.text(`section[data-fleet="render"] tr[data-group="globex"] .group-running`); got != "2 / 3" {
+		t.Errorf("globex shows %q running / cap, want 2 / 3", got)
+	}
+	var q core.QueueSettings
+	s.must(200, "GET", "/v1/queues/render/fleet", adminKey, nil).decode(t, &q)
+	if q.GroupMaxRunning != 3 || q.Rate == nil || q.Rate.PerSecond != 5 || q.Rate.Burst != 5 {
+		t.Errorf("the server's settings after the form: %+v (rate %+v)", q, q.Rate)
+	}
+	b.shot("console-fleet-settings")
 }

@@ -99,6 +99,7 @@ var (
 	descQueueTasks       = prometheus.NewDesc("tessera_queue_tasks", "Tasks by namespace, queue and stored state (ready includes scheduled), public or not.", []string{"namespace", "queue", "state"}, nil)
 	descQueueLeases      = prometheus.NewDesc("tessera_queue_leases", "Leases by namespace and queue: live, or expired but not yet noticed.", []string{"namespace", "queue", "state"}, nil)
 	descQueueOldest      = prometheus.NewDesc("tessera_queue_oldest_ready_age_seconds", "How long the oldest claimable task of a queue has waited since its run_at.", []string{"namespace", "queue"}, nil)
+	descQueueGroupReady  = prometheus.NewDesc("tessera_queue_ready_by_group", "Ready tasks (scheduled included) of a queue with lanes, by group (\"\": no group): the 10 groups of the queue with the most have a series each, the rest are summed under group \"other\".", []string{"namespace", "queue", "group"}, nil)
 	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces were left out of the queue metrics: named ones past the first 256 by name, or demo ones past the first 256 summed into namespace \"demo-*\".", nil, nil)
 	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
 	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
@@ -114,7 +115,7 @@ var (
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
-		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descOmitted,
+		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descQueueGroupReady, descOmitted,
 		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError,
 		descListenerHealthy, descListenerAge} {
 		ch <- d
@@ -192,6 +193,9 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueueLeases, float64(q.ExpiredLeases), q.Namespace, q.Queue, "expired")
 		if q.OldestReadyAgeSeconds != nil {
 			gauge(descQueueOldest, *q.OldestReadyAgeSeconds, q.Namespace, q.Queue)
+		}
+		for _, g := range q.ReadyByGroup {
+			gauge(descQueueGroupReady, float64(g.Ready), q.Namespace, q.Queue, g.Group)
 		}
 	}
 }

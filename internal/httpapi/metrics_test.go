@@ -192,3 +192,78 @@ func TestMetricsKeepNamedNamespacesAndSumDemoOnes(t *testing.T) {
 		t.Errorf("the demo sum after truncation: %v", got)
 	}
 }
+
+// Ready tasks by group, for queues with lanes: of queue "fleet"'s 13
+// groups the 10 with the most ready tasks (ties by name, "" for tasks
+// without a group, whatever they require) have series of their own; the
+// other three and the group named "other" are summed under "other". A
+// leased task is not ready; a scheduled one is, as in tessera_queue_tasks.
+// A queue without lanes has no series; one of fewer groups has no sum;
+// the demo namespaces' queues are summed.
+func TestMetricsReadyByGroupIsBounded(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool checks the exposition format (`make test` installs it: apt-get install prometheus): %v", err)
+	}
+	s := newTestServer(t)
+	for g := 1; g <= 12; g++ {
+		for range g {
+			s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "group": fmt.Sprintf("g%02d", g)})
+		}
+	}
+	// A 13th task of g12, first in claim order, is claimed: 12 ready.
+	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "group": "g12", "priority": 5})
+	if c := s.claim("main", adminKey, "fleet"); c.Task.Group != "g12" || c.Task.Priority != 5 {
+		t.Fatalf("claimed a task of group %q, priority %d", c.Task.Group, c.Task.Priority)
+	}
+	// No group: 3 plain, 1 requiring a GPU, 1 scheduled = 5, tied with g05.
+	for range 3 {
+		s.enqueue("main", adminKey, map[string]any{"queue": "fleet"})
+	}
+	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "requires": []string{"gpu"}})
+	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "run_at": s.Clock.Now().Add(time.Hour)})
+	s.enqueue("main", adminKey, map[string]any{"queue": "fleet", "group": "other"})
+	s.enqueue("main", adminKey, map[string]any{"queue": "plain"})
+	// Fewer than 11 groups: each its own series, "other" a group like any.
+	s.enqueue("main", adminKey, map[string]any{"queue": "few", "group": "a"})
+	for range 2 {
+		s.enqueue("main", adminKey, map[string]any{"queue": "few", "group": "other"})
+	}
+	// Demo namespaces' groups are summed before the top 10 are picked.
+	for _, ns := range []string{"demo-aaa", "demo-bbb"} {
+		s.enqueue(ns, adminKey, map[string]any{"queue": "practice", "group": "team"})
+	}
+
+	_, body := s.scrape()
+	var got []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.Contains(line, "tessera_queue_ready_by_group") {
+			got = append(got, line)
+		}
+	}
+	// In the order the registry writes them: by label values.
+	want := `# HELP tessera_queue_ready_by_group Ready tasks (scheduled included) of a queue with lanes, by group ("": no group): the 10 groups of the queue with the most have a series each, the rest are summed under group "other".
+# TYPE tessera_queue_ready_by_group gauge
+tessera_queue_ready_by_group{group="",namespace="main",queue="fleet"} 5
+tessera_queue_ready_by_group{group="a",namespace="main",queue="few"} 1
+tessera_queue_ready_by_group{group="g04",namespace="main",queue="fleet"} 4
+tessera_queue_ready_by_group{group="g05",namespace="main",queue="fleet"} 5
+tessera_queue_ready_by_group{group="g06",namespace="main",queue="fleet"} 6
+tessera_queue_ready_by_group{group="g07",namespace="main",queue="fleet"} 7
+tessera_queue_ready_by_group{group="g08",namespace="main",queue="fleet"} 8
+tessera_queue_ready_by_group{group="g09",namespace="main",queue="fleet"} 9
+tessera_queue_ready_by_group{group="g10",namespace="main",queue="fleet"} 10
+tessera_queue_ready_by_group{group="g11",namespace="main",queue="fleet"} 11
+tessera_queue_ready_by_group{group="g12",namespace="main",queue="fleet"} 12
+tessera_queue_ready_by_group{group="other",namespace="main",queue="few"} 2
+tessera_queue_ready_by_group{group="other",namespace="main",queue="fleet"} 7
+tessera_queue_ready_by_group{group="team",namespace="demo-*",queue="practice"} 2`
+	if strings.Join(got, "\n") != want {
+		t.Errorf("the ready-by-group exposition:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	}
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = bytes.NewReader(body)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}

@@ -66,9 +66,11 @@
     return el("span", {class: "state s-" + state, "data-state": state}, state);
   }
 
-  function ago(iso) {
+  // ago says how long before now (the browser's clock unless given)
+  // iso was.
+  function ago(iso, now) {
     if (!iso) return "—";
-    const ms = Date.now() - Date.parse(iso);
+    const ms = (now ?? Date.now()) - Date.parse(iso);
     const future = ms < 0;
     const s = Math.abs(ms) / 1000;
     const said = s < 1 ? "now" : s < 60 ? Math.round(s) + " s" : s < 3600 ? Math.round(s / 60) + " min" :
@@ -77,8 +79,8 @@
     return future ? "in " + said : said + " ago";
   }
 
-  function when(iso) {
-    return iso ? el("time", {datetime: iso, title: iso}, ago(iso)) : "—";
+  function when(iso, now) {
+    return iso ? el("time", {datetime: iso, title: iso}, ago(iso, now)) : "—";
   }
 
   function short(id) {
@@ -420,21 +422,159 @@
   // overviewView: the namespace's queues and what is happening now.
   async function overviewView(content, ns) {
     const table = el("div", {class: "scroll"});
+    const fleets = el("div", {id: "fleets"});
     const feed = el("ol", {class: "feed", "aria-label": "live events"});
-    content.append(el("h1", {}, "Queues of ", el("code", {}, ns)), table,
+    content.append(el("h1", {}, "Queues of ", el("code", {}, ns)), table, fleets,
       el("h2", {}, "Happening now"), el("p", {class: "meta"}, "Events as they commit, newest first."),
       el("div", {class: "card"}, feed));
-    const load = async () => table.replaceChildren(queuesTable(ns, await api("GET", nsPath(ns, "/v1/queues"))));
+    // Each queue's fleet as last read ({f} or {err}; null: it has none).
+    // A reload reads again the fleets of the queues the stream's events
+    // touched that have one, and of queues not read yet; every 30 s (an
+    // unmatched lane's wait grows with no event to say so) and after a
+    // gap, every queue's: a fleet read is a keyed read, audited, so the
+    // page makes no more of them than it shows.
+    const known = new Map();
+    let touched = new Set(), everything = true;
+    const load = async () => {
+      const seen = touched, all = everything;
+      touched = new Set();
+      everything = false;
+      const page = await api("GET", nsPath(ns, "/v1/queues"));
+      table.replaceChildren(queuesTable(ns, page));
+      const names = page.queues.map((q) => q.queue);
+      await Promise.all(names.filter((q) => all || !known.has(q) || (known.get(q) && seen.has(q))).map((q) =>
+        api("GET", nsPath(ns, "/v1/queues/" + encodeURIComponent(q) + "/fleet")).then(
+          (f) => known.set(q, hasFleet(f) ? {f} : null), (err) => known.set(q, {err}))));
+      fleets.replaceChildren(...names.filter((q) => known.get(q)).map((q) => fleetSection(ns, q, known.get(q))));
+    };
     await load();
     const reload = debounce(() => load().catch(() => {}), 700);
+    const mine = timers; // render starts a new list: this view is gone
+    const tick = () => later(() => {
+      everything = true;
+      load().catch(() => {}).finally(() => timers === mine && tick());
+    }, 30000);
+    tick();
     return {
       onEvent(ev) {
-        if (ev.kind === "gap") return reload();
+        if (ev.queue) touched.add(ev.queue);
+        if (ev.kind === "gap") {
+          everything = true;
+          return reload();
+        }
         feed.prepend(feedItem(ns, ev));
         while (feed.children.length > 100) feed.lastChild.remove();
         if (ev.kind !== "task.heartbeat") reload();
       },
     };
+  }
+
+  // ---- fleets -------------------------------------------------------
+
+  // hasFleet says whether a queue's fleet view shows more than its plain
+  // tasks: lanes of a group or requires, groups, or settings.
+  function hasFleet(f) {
+    return f.lanes.some((l) => l.group !== "" || l.requires.length > 0) || f.groups.length > 0 || f.group_max_running > 0 || !!f.rate;
+  }
+
+  // fleetSection shows a queue's fleet (GET …/fleet), or why it could
+  // not be read.
+  function fleetSection(ns, queue, {f, err}) {
+    return el("section", {class: "fleet", "data-fleet": queue},
+      el("h2", {}, "Fleet of ", el("code", {}, queue)),
+      err ? alertBox(err) : fleetPanel(ns, queue, f));
+  }
+
+  function groupName(g) {
+    return g === "" ? el("span", {class: "meta"}, "(no group)") : isolated(g, "group");
+  }
+
+  function requiresList(r) {
+    return r.length ? r.map((c, i) => [i ? " " : "", el("code", {}, text(c))]) : el("span", {class: "meta"}, "nothing");
+  }
+
+  function rateText(r) {
+    return r ? r.per_second + " a second, bursts of " + r.burst : "no limit";
+  }
+
+  function minutes(s) {
+    if (s < 60) return "under a minute";
+    const m = Math.floor(s / 60);
+    if (m < 120) return m + (m === 1 ? " minute" : " minutes");
+    return Math.floor(m / 60) + " hours";
+  }
+
+  // fleetPanel tells its times against the server's clock as of the
+  // read (the fleet's time), as its ages are.
+  function fleetPanel(ns, queue, f) {
+    const now = Date.parse(f.time);
+    const capOf = (g) => (g.max_running !== undefined && g.max_running !== null ? g.max_running : f.group_max_running);
+    const lanes = f.lanes.map((l) => el("tr", {"data-lane": l.group + "|" + l.requires.join(" "), class: l.unmatched ? "unmatched" : null},
+      el("td", {}, groupName(l.group)),
+      el("td", {}, requiresList(l.requires)),
+      el("td", {class: "num lane-ready"}, String(l.ready)),
+      el("td", {class: "num"}, seconds(l.oldest_ready_age_seconds)),
+      el("td", {class: "lane-match"}, l.unmatched ?
+        el("span", {class: "unmatched-mark", title: "no claimant seen on this queue in the last 5 minutes has every capability these tasks require"},
+          "ready, unmatched for " + minutes(l.unmatched_seconds || 0)) :
+        l.oldest_ready_age_seconds !== null && l.oldest_ready_age_seconds !== undefined ?
+          el("span", {class: "meta"}, "a claimant seen can take them") : "")));
+    const groups = f.groups.map((g) => {
+      const cap = capOf(g);
+      const cooling = g.cooldown_until && Date.parse(g.cooldown_until) > now;
+      return el("tr", {"data-group": g.group},
+        el("td", {}, groupName(g.group)),
+        el("td", {class: "num group-running"}, g.running + " / " + (cap > 0 ? cap : "no cap")),
+        el("td", {}, rateText(g.rate)),
+        el("td", {class: "group-cooldown"}, cooling ? el("time", {datetime: g.cooldown_until, title: g.cooldown_until},
+          new Date(g.cooldown_until).toLocaleString(), " (", ago(g.cooldown_until, now), ")") : "—"),
+        el("td", {}, when(g.last_granted_at, now)));
+    });
+    return el("div", {},
+      el("dl", {class: "facts fleet-settings"},
+        el("dt", {}, "each group's live leases"), el("dd", {class: "setting-cap"}, f.group_max_running > 0 ? "at most " + f.group_max_running : "no cap"),
+        el("dt", {}, "the queue's rate"), el("dd", {class: "setting-rate"}, rateText(f.rate))),
+      can("enqueue", ns) ? settingsForm(ns, queue, f) : null,
+      el("h3", {}, "Lanes"),
+      el("p", {class: "meta"}, "Ready tasks by group and required capabilities (scheduled ones included)."),
+      lanes.length ? el("div", {class: "scroll"}, el("table", {class: "lanes"},
+        el("thead", {}, el("tr", {}, el("th", {}, "group"), el("th", {}, "requires"), el("th", {class: "num"}, "ready"),
+          el("th", {class: "num"}, "oldest ready waits"), el("th", {}, "claimants"))),
+        el("tbody", {}, lanes))) : el("p", {class: "meta"}, "No lanes."),
+      el("h3", {}, "Groups"),
+      groups.length ? el("div", {class: "scroll"}, el("table", {class: "groups"},
+        el("thead", {}, el("tr", {}, el("th", {}, "group"), el("th", {class: "num"}, "running / cap"), el("th", {}, "rate"),
+          el("th", {}, "cooldown until"), el("th", {}, "last granted"))),
+        el("tbody", {}, groups))) : el("p", {class: "meta"}, "No groups."),
+      el("h3", {}, "Claimants seen"),
+      f.claimants.length ? el("ul", {class: "claimants"}, f.claimants.map((c) => el("li", {},
+        c.capabilities.length ? requiresList(c.capabilities) : el("span", {class: "meta"}, "no capabilities"), " ", el("span", {class: "meta"}, "last claimed ", when(c.seen_at, now))))) :
+        el("p", {class: "meta"}, "None in the last 24 h."));
+  }
+
+  // settingsForm sets a queue's group_max_running and rate (PUT
+  // …/settings), for a key that may enqueue.
+  function settingsForm(ns, queue, f) {
+    const cap = el("input", {type: "number", name: "group_max_running", min: 0, step: 1, value: f.group_max_running, size: 6});
+    const perSecond = el("input", {type: "number", name: "per_second", min: 0, step: "any", value: f.rate ? f.rate.per_second : "", placeholder: "no limit", size: 6});
+    const burst = el("input", {type: "number", name: "burst", min: 0, step: 1, value: f.rate ? f.rate.burst : "", placeholder: "auto", size: 6});
+    const form = el("form", {class: "filters fleet-form", onsubmit: async (e) => {
+      e.preventDefault();
+      const body = {group_max_running: Number(cap.value) || 0};
+      if (Number(perSecond.value) > 0) body.rate = {per_second: Number(perSecond.value), burst: Number(burst.value) || 0};
+      try {
+        await api("PUT", nsPath(ns, "/v1/queues/" + encodeURIComponent(queue) + "/settings"), body);
+        flash = {kind: "notice", text: "Settings of " + queue + " saved."};
+        render();
+      } catch (err) {
+        say("error", err.message);
+      }
+    }},
+    el("label", {}, "each group's live leases (0: no cap)", cap),
+    el("label", {}, "rate a second", perSecond),
+    el("label", {}, "burst", burst),
+    el("button", {type: "submit", class: "quiet"}, "Save settings"));
+    return form;
   }
 
   function feedItem(ns, ev) {

@@ -258,9 +258,10 @@ func (l *listener) probe(ctx context.Context) {
 		l.mu.Lock()
 		// Only the connection probed is dropped, not one made since.
 		if l.drop != nil && l.connects.Load() == made {
-			l.healthy.Store(false)
+			// Logged first: whoever sees the listener unhealthy can read why.
 			l.db.log.Warn("postgres: the notification connection did not hear its probe back; reconnecting",
 				"deadline", l.deadline, "last_heard_ago", time.Since(time.Unix(0, l.heard.Load())).Round(time.Millisecond))
+			l.healthy.Store(false)
 			l.drop()
 		}
 		l.mu.Unlock()

@@ -180,8 +180,8 @@ func assignLane(ctx context.Context, tx store.Tx, task *tessera.Task, now time.T
 	return nil
 }
 
-// grant is what a fleet claim needs of one lease to grant: a run of its
-// own.
+// fleetClaim is what a fleet claim's grants share: the queue, the
+// claimant's capabilities, the lease's holder and length, the clock.
 type fleetClaim struct {
 	ns, queue string
 	caps      []string
@@ -296,13 +296,11 @@ func (s *Service) grantHead(ctx context.Context, tx store.Tx, c fleetClaim, q *s
 			}
 		}
 	}
-	tried := map[string]bool{}
 	for _, h := range heads {
 		name := byID[h.Lane].Group
-		if slices.Contains(closed, h.Lane) || (tried[name] && name != "") {
+		if slices.Contains(closed, h.Lane) {
 			continue
 		}
-		tried[name] = true
 		var g *store.Group
 		if grouped {
 			// Held from here on: two nodes' claims of one group count its

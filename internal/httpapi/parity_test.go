@@ -208,8 +208,22 @@ func TestTransportParity(t *testing.T) {
 		{"a malformed namespace", adminKey, "counts", map[string]any{"namespace": "Bad_NS"}, invalid("namespace")},
 		{"no key", "", "counts", map[string]any{}, outcome{Status: 401, Code: "unauthorized"}},
 		{"a key of nothing", "tsk_nosuchkey_abcdefghijklmnopqrstuvwxyz0123", "counts", map[string]any{}, outcome{Status: 401, Code: "unauthorized"}},
+		// the fleet's fields and settings (issue 31)
+		{"a requirement of the wrong shape", adminKey, "enqueue_task", map[string]any{"title": "t", "requires": []string{"GPU"}}, invalid("requires")},
+		{"too many requirements", adminKey, "enqueue_task", map[string]any{"title": "t", "requires": strings.Split("a b c d e f g h i j k l m n o p q", " ")}, invalid("requires")},
+		{"a group too long", adminKey, "enqueue_task", map[string]any{"title": "t", "group": long}, invalid("group")},
+		{"a group on two lines", adminKey, "enqueue_task", map[string]any{"title": "t", "group": "a\nb"}, invalid("group")},
+		{"a capability of the wrong shape", adminKey, "claim_task", map[string]any{"capabilities": []string{"has space"}}, invalid("capabilities")},
+		{"a batch claim's capability", adminKey, "claim_tasks", map[string]any{"max": 2, "capabilities": []string{""}}, invalid("capabilities")},
+		{"a cooldown too long", adminKey, "submit_task", map[string]any{"task_id": task.ID, "lease_token": "t", "outcome": "failed", "cooldown_seconds": 86401}, invalid("cooldown_seconds")},
+		{"a negative group cap", adminKey, "set_queue_settings", map[string]any{"queue": "q", "group_max_running": -1}, invalid("group_max_running")},
+		{"a rate past its bound", adminKey, "set_queue_settings", map[string]any{"queue": "q", "rate": map[string]any{"per_second": 1e9}}, invalid("rate.per_second")},
+		{"a rate of the wrong type", adminKey, "set_group_settings", map[string]any{"queue": "q", "group": "g", "rate": map[string]any{"per_second": "fast"}}, invalid("rate.per_second")},
+		{"a group's settings without the scope", reader, "set_group_settings", map[string]any{"queue": "q", "group": "g"}, outcome{Status: 403, Code: "forbidden"}},
 		// and what works, works on both
 		{"a good read", reader, "get_task", map[string]any{"task_id": task.ID}, outcome{Status: 200}},
+		{"a claim with capabilities", adminKey, "claim_task", map[string]any{"queue": "nothing-here", "capabilities": []string{"gpu", "repo:x/y"}}, outcome{Status: 200}},
+		{"a fleet view", reader, "queue_fleet", map[string]any{"queue": "q"}, outcome{Status: 200}},
 	}
 	s.checkParity(t, cases)
 

@@ -239,7 +239,7 @@ func Backoff(attempts int) time.Duration {
 // saved up. The zero Rate is no limit.
 type Rate struct {
 	PerSecond float64 `json:"per_second"`
-	Burst     int     `json:"burst"`
+	Burst     int     `json:"burst,omitempty"`
 }
 
 // Limited reports whether r limits anything.

@@ -17,7 +17,7 @@ import (
 // limit), at most Burst saved up (0: PerSecond rounded up).
 type Rate struct {
 	PerSecond float64 `json:"per_second"`
-	Burst     int     `json:"burst"`
+	Burst     int     `json:"burst,omitempty"`
 }
 
 // QueueSettings are a queue's fleet settings. Namespace and Queue are

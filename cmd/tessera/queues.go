@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +27,22 @@ func queuesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // rateHelp says what --rate takes.
 const rateHelp = `grants per time: N/s, N/m or N/h (a bare N is N/s; 0 or none: no limit)`
+
+// rateFlags declares --rate and --burst on fs, and returns what reads
+// them as a rate once fs is parsed.
+func rateFlags(fs *flag.FlagSet) func() (*client.Rate, error) {
+	rate := fs.String("rate", "", rateHelp)
+	burst := fs.Int("burst", 0, "the most tokens the rate saves up (0: the rate a second, rounded up)")
+	return func() (*client.Rate, error) { return parseRate(*rate, *burst) }
+}
+
+// anyGiven reports whether any of the named flags was set on the command
+// line: a settings command without one only prints.
+func anyGiven(fs *flag.FlagSet, names ...string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || slices.Contains(names, f.Name) })
+	return given
+}
 
 // parseRate reads --rate and --burst: nil for no limit.
 func parseRate(rate string, burst int) (*client.Rate, error) {
@@ -162,8 +179,7 @@ func queuesSettings(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var s client.QueueSettings
 	fs.IntVar(&s.GroupMaxRunning, "group-max-running", 0, "the most live leases each group may hold at once (0: no cap)")
-	rate := fs.String("rate", "", rateHelp)
-	burst := fs.Int("burst", 0, "the most tokens the rate saves up (0: the rate a second, rounded up)")
+	rate := rateFlags(fs)
 	pos, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -171,17 +187,12 @@ func queuesSettings(ctx context.Context, args []string, stdout, stderr io.Writer
 	if s.GroupMaxRunning < 0 {
 		return usagef("--group-max-running must be ≥ 0")
 	}
-	if s.Rate, err = parseRate(*rate, *burst); err != nil {
+	if s.Rate, err = rate(); err != nil {
 		return err
 	}
-	given := 0
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "group-max-running" || f.Name == "rate" || f.Name == "burst" {
-			given++
-		}
-	})
+	given := anyGiven(fs, "group-max-running", "rate", "burst")
 	out := &s
-	if given == 0 {
+	if !given {
 		f, err := c.QueueFleet(ctx, pos[0])
 		if err != nil {
 			return err
@@ -218,24 +229,18 @@ func queuesGroup(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var s client.GroupSettings
 	fs.Var(optionalInt{&s.MaxRunning}, "max-running", "the most live leases the group may hold at once, over the queue's cap (0: no cap; not given: the queue's)")
-	rate := fs.String("rate", "", rateHelp)
-	burst := fs.Int("burst", 0, "the most tokens the rate saves up (0: the rate a second, rounded up)")
+	rate := rateFlags(fs)
 	cooldown := fs.String("cooldown-until", "", "RFC 3339 time before which the group's ready tasks are not granted")
 	pos, c, err := cn.parse(fs, args, 2, 2)
 	if err != nil {
 		return err
 	}
 	s.Group = pos[1]
-	given := 0
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "max-running" || f.Name == "rate" || f.Name == "burst" || f.Name == "cooldown-until" {
-			given++
-		}
-	})
+	given := anyGiven(fs, "max-running", "rate", "burst", "cooldown-until")
 	if s.MaxRunning != nil && *s.MaxRunning < 0 {
 		return usagef("--max-running must be ≥ 0")
 	}
-	if s.Rate, err = parseRate(*rate, *burst); err != nil {
+	if s.Rate, err = rate(); err != nil {
 		return err
 	}
 	if *cooldown != "" {
@@ -246,7 +251,7 @@ func queuesGroup(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		s.CooldownUntil = &t
 	}
 	var out *client.GroupState
-	if given == 0 {
+	if !given {
 		f, err := c.QueueFleet(ctx, pos[0])
 		if err != nil {
 			return err

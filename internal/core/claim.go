@@ -247,22 +247,21 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 				return err
 			}
 		}
+		// Each lease its own run and token; only the secret's hash is stored.
+		runs := make([]store.LeaseRun, max)
+		for i := range runs {
+			secret := tessera.RandomToken(24)
+			runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
+			secrets[runs[i].RunID] = secret
+		}
 		switch {
 		case fleet:
-			runs := make([]store.LeaseRun, max)
-			for i := range runs {
-				secret := tessera.RandomToken(24)
-				runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
-				secrets[runs[i].RunID] = secret
-			}
 			c := fleetClaim{ns: ns, queue: queue, caps: caps, lease: lease, now: now}
 			if tasks, limit, err = s.claimLanes(ctx, tx, c, runs); err != nil || len(tasks) == 0 {
 				return err
 			}
 		case max == 1:
-			secret := tessera.RandomToken(24)
-			lease.RunID, lease.TokenHash = ids.New(now), hashToken(secret)
-			secrets[lease.RunID] = secret
+			lease.RunID, lease.TokenHash = runs[0].RunID, runs[0].TokenHash
 			task, err := tx.TaskClaim(ctx, store.TaskClaim{Namespace: ns, Queue: queue, Now: now, Lease: lease})
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
@@ -272,13 +271,7 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 			}
 			tasks = []tessera.Task{*task}
 		default:
-			p := store.TaskClaimMany{Namespace: ns, Queue: queue, Now: now, Lease: lease, Runs: make([]store.LeaseRun, max)}
-			for i := range p.Runs {
-				secret := tessera.RandomToken(24)
-				p.Runs[i] = store.LeaseRun{RunID: ids.New(now), TokenHash: hashToken(secret)}
-				secrets[p.Runs[i].RunID] = secret
-			}
-			var err error
+			p := store.TaskClaimMany{Namespace: ns, Queue: queue, Now: now, Lease: lease, Runs: runs}
 			if tasks, err = tx.TaskClaimMany(ctx, p); err != nil || len(tasks) == 0 {
 				return err
 			}

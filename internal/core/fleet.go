@@ -193,17 +193,14 @@ type fleetClaim struct {
 // a time, and reports, when it granted fewer for a limit (a rate, a
 // cooldown), how long until one lifts.
 func (s *Service) claimLanes(ctx context.Context, tx store.Tx, c fleetClaim, runs []store.LeaseRun) ([]tessera.Task, time.Duration, error) {
-	q, err := tx.QueueFleetGet(ctx, c.ns, c.queue, false)
-	if errors.Is(err, store.ErrNotFound) {
-		q, err = &store.QueueFleet{Namespace: c.ns, Queue: c.queue}, nil
-	}
+	q, err := queueFleet(ctx, tx, c.ns, c.queue, false)
 	if err != nil {
 		return nil, 0, err
 	}
 	if q.Rate.Limited() {
 		// Held from here on, so the cluster's claims spend its tokens
 		// one at a time.
-		if q, err = tx.QueueFleetGet(ctx, c.ns, c.queue, true); err != nil {
+		if q, err = queueFleet(ctx, tx, c.ns, c.queue, true); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -375,6 +372,36 @@ func (s *Service) grantHead(ctx context.Context, tx store.Tx, c fleetClaim, q *s
 	return nil, closed, nil
 }
 
+// queueFleet is a queue's fleet row, or a queue's without one (no cap,
+// no rate); with lock, held as store.FleetTx.QueueFleetGet holds.
+func queueFleet(ctx context.Context, tx store.Tx, ns, queue string, lock bool) (*store.QueueFleet, error) {
+	q, err := tx.QueueFleetGet(ctx, ns, queue, lock)
+	if errors.Is(err, store.ErrNotFound) {
+		return &store.QueueFleet{Namespace: ns, Queue: queue}, nil
+	}
+	return q, err
+}
+
+// groupState is g as the fleet view shows it, its live leases counted at
+// now (to its cap, or fleetPage without one).
+func groupState(ctx context.Context, tx store.Tx, q *store.QueueFleet, g *store.Group, now time.Time) (GroupState, error) {
+	gs := GroupState{Group: g.Group, MaxRunning: g.MaxRunning, CooldownUntil: g.CooldownUntil, Rate: rateOut(g.Rate)}
+	if !g.LastGranted.IsZero() {
+		t := g.LastGranted
+		gs.LastGrantedAt = &t
+	}
+	if g.Group == "" {
+		return gs, nil // no cap applies to tasks without a group
+	}
+	limit := groupCap(q, g)
+	if limit == 0 {
+		limit = fleetPage
+	}
+	var err error
+	gs.Running, err = tx.GroupLeases(ctx, q.Namespace, q.Queue, g.Group, now, limit)
+	return gs, err
+}
+
 // groupCap is the cap on g's live leases: its own, else its queue's.
 func groupCap(q *store.QueueFleet, g *store.Group) int {
 	if g.MaxRunning != nil {
@@ -528,10 +555,7 @@ func (s *Service) QueueFleet(ctx context.Context, a *auth.Actor, ns, queue strin
 }
 
 func fleetView(ctx context.Context, tx store.Tx, ns, queue string, now time.Time) (*Fleet, error) {
-	q, err := tx.QueueFleetGet(ctx, ns, queue, false)
-	if errors.Is(err, store.ErrNotFound) {
-		q, err = &store.QueueFleet{Namespace: ns, Queue: queue}, nil
-	}
+	q, err := queueFleet(ctx, tx, ns, queue, false)
 	if err != nil {
 		return nil, err
 	}
@@ -541,20 +565,9 @@ func fleetView(ctx context.Context, tx store.Tx, ns, queue string, now time.Time
 		return nil, err
 	}
 	for i := range groups {
-		g := &groups[i]
-		gs := GroupState{Group: g.Group, MaxRunning: g.MaxRunning, CooldownUntil: g.CooldownUntil, Rate: rateOut(g.Rate)}
-		if !g.LastGranted.IsZero() {
-			t := g.LastGranted
-			gs.LastGrantedAt = &t
-		}
-		if g.Group != "" {
-			limit := groupCap(q, g)
-			if limit == 0 {
-				limit = fleetPage
-			}
-			if gs.Running, err = tx.GroupLeases(ctx, ns, queue, g.Group, now, limit); err != nil {
-				return nil, err
-			}
+		gs, err := groupState(ctx, tx, q, &groups[i], now)
+		if err != nil {
+			return nil, err
 		}
 		out.Groups = append(out.Groups, gs)
 	}
@@ -628,10 +641,7 @@ func (s *Service) SetQueueSettings(ctx context.Context, a *auth.Actor, ns, queue
 	var out QueueSettings
 	err = s.auditedCreate(ctx, a, ns, ActQueueSettings, func(tx store.Tx, ev *tessera.AuditEvent) error {
 		ev.Target, ev.Queue = queue, queue
-		q, err := tx.QueueFleetGet(ctx, ns, queue, true)
-		if errors.Is(err, store.ErrNotFound) {
-			q, err = &store.QueueFleet{Namespace: ns, Queue: queue}, nil
-		}
+		q, err := queueFleet(ctx, tx, ns, queue, true)
 		if err != nil {
 			return err
 		}
@@ -683,24 +693,15 @@ func (s *Service) SetGroupSettings(ctx context.Context, a *auth.Actor, ns, queue
 		// A group's settings make its queue a fleet queue, if it was not.
 		q, err := tx.QueueFleetGet(ctx, ns, queue, false)
 		if errors.Is(err, store.ErrNotFound) {
-			if err := tx.QueueFleetPut(ctx, &store.QueueFleet{Namespace: ns, Queue: queue}); err != nil {
-				return err
-			}
-			q, err = &store.QueueFleet{Namespace: ns, Queue: queue}, nil
+			q = &store.QueueFleet{Namespace: ns, Queue: queue}
+			err = tx.QueueFleetPut(ctx, q)
 		}
 		if err != nil {
 			return err
 		}
 		tx.Notify(ctx, fleetTopic(ns))
 		tx.Notify(ctx, queueTopic(ns, queue))
-		out = GroupState{Group: g.Group, MaxRunning: g.MaxRunning, CooldownUntil: g.CooldownUntil, Rate: rateOut(g.Rate)}
-		if p.Group != "" {
-			limit := groupCap(q, g)
-			if limit == 0 {
-				limit = fleetPage
-			}
-			out.Running, err = tx.GroupLeases(ctx, ns, queue, p.Group, ev.Time, limit)
-		}
+		out, err = groupState(ctx, tx, q, g, ev.Time)
 		return err
 	})
 	if err != nil {

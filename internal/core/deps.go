@@ -205,7 +205,15 @@ func (s *Service) settleChild(ctx context.Context, tx store.Tx, ns, id string, p
 	}
 	d.WaitingOn = len(d.After) - len(d.Settled)
 	if child.State == tessera.StateWaiting && d.WaitingOn <= 0 {
+		// Claimable from now, not from when it was enqueued: a claim
+		// that read its clock before this transaction did (on another
+		// node, or waiting for a connection) does not take it, so no run
+		// of it starts before its last parent's run ended, as the runs
+		// record them.
 		child.State = tessera.StateReady
+		if child.RunAt.Before(now) {
+			child.RunAt = now
+		}
 	}
 	child.UpdatedAt = now
 	if err := tx.TaskUpdate(ctx, before, child); err != nil {

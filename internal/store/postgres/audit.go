@@ -14,12 +14,17 @@ import (
 const auditEventCols = `namespace, id, time, principal_id, key_id, action, target, coalesce(run_id, ''), status, ip_hash, public,
  coalesce(task_id, ''), coalesce(queue, ''), coalesce(state, '')`
 
-func (t *tx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) error {
-	_, err := t.exec(ctx, `INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
+// AuditInsert rides with the transaction's next round trip: nothing in it
+// reads the event back, and a failure fails the transaction then.
+func (t *tx) AuditInsert(_ context.Context, e *tessera.AuditEvent) error {
+	t.queue(`INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
  task_id, queue, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		e.Namespace, e.ID, ms(e.Time), e.PrincipalID, e.KeyID, e.Action, e.Target, nullable(e.RunID), e.Status, e.IPHash, e.Public,
 		nullable(e.TaskID), nullable(e.Queue), nullable(e.State))
-	return err
+	if e.Public {
+		t.tally.triggered(t.db.costs.shapes, "public_events", 1)
+	}
+	return nil
 }
 
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {
@@ -121,11 +126,19 @@ func (t *tx) PrincipalTouch(ctx context.Context, id string, at time.Time) error 
 }
 
 func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := t.exec(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
+	var public int64
+	n, err := t.roundTrip(ctx, sqlschema.AuditNamespaces("audit_events")+`DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
  SELECT e.ctid FROM ns CROSS JOIN LATERAL (
    SELECT ctid FROM audit_events WHERE namespace = ns.n AND id < $1 ORDER BY id LIMIT $2) e
- WHERE ns.n IS NOT NULL LIMIT $2))`,
-		tessera.IDFloor(before), limit)
+ WHERE ns.n IS NOT NULL LIMIT $2)) RETURNING public`, []any{tessera.IDFloor(before), limit}, func(rows pgx.Rows) error {
+		var p bool
+		err := rows.Scan(&p)
+		if p {
+			public++
+		}
+		return err
+	})
+	t.tally.triggered(t.db.costs.shapes, "public_events", public)
 	return int(n), err
 }
 

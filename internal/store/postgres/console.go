@@ -49,6 +49,7 @@ func (t *tx) AuditThroughput(ctx context.Context, ns string, since time.Time, ac
 			return err
 		}
 		r.Minute, r.Count = time.Unix(minute*60, 0).UTC(), int(count)
+		t.tally.read += count - 1 // the events it counted, not the row
 		out = append(out, r)
 		return nil
 	})

@@ -50,14 +50,17 @@ type DB struct {
 	meter  *meter.Meter
 	log    *slog.Logger
 	schema string
-	// statsSQL reads the current transaction's row counts of this schema's
-	// tables, each table's written rows weighted by its indexes (meter.go).
-	statsSQL string
+	// costs meter each statement by the shape of the table it writes
+	// (meter.go); shards are the task counts' shards this node's commits
+	// take turns on (counts.go).
+	costs  *costs
+	shards *shards
 
 	node     string // this node's id, in every notification it sends
 	channel  string // the schema's notification channel
 	listen   atomic.Pointer[func(string)]
 	listener *listener
+	notifier *notifier
 	// probeEvery and probeDeadline pace the listener's probes.
 	probeEvery, probeDeadline time.Duration
 
@@ -141,13 +144,18 @@ func (db *DB) start(ctx context.Context) error {
 	if err := db.migrate(ctx); err != nil {
 		return err
 	}
-	var err error
-	if db.statsSQL, err = readStatsSQL(ctx, db.pool); err != nil {
+	shapes, err := readShapes(ctx, db.pool)
+	if err != nil {
 		return fmt.Errorf("postgres: read the schema's indexes: %w", err)
 	}
+	db.costs = &costs{shapes: shapes}
+	db.shards = newShards(int(db.pool.Config().MaxConns))
 	db.channel = channelName(db.schema)
-	db.listener, err = startListener(ctx, db)
-	return err
+	if db.listener, err = startListener(ctx, db); err != nil {
+		return err
+	}
+	db.notifier = startNotifier(db)
+	return nil
 }
 
 // schemaToCreate is the schema a search_path names first (not "$user"),
@@ -172,6 +180,7 @@ func (db *DB) Where() string {
 // transactions finish first.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		db.notifier.close()
 		db.listener.stop()
 		db.pool.Close()
 	})
@@ -190,7 +199,8 @@ func (db *DB) deliver(topic string) {
 
 // Update runs fn in a READ COMMITTED transaction, again when fn or the
 // database reports a lost race (store.ErrRetry), and delivers its topics
-// once it committed. While the storage allowance refuses writes (SPEC
+// once it committed: to this node's listener at once, to the other nodes
+// through the notifier (notify.go). While the storage allowance refuses writes (SPEC
 // §13) the transaction is READ ONLY: PostgreSQL itself refuses every
 // write-capable statement, and that refusal answers as the quota error.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -203,6 +213,7 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 		for _, t := range topics {
 			db.deliver(t)
 		}
+		db.notifier.send(topics)
 	}
 	return err
 }
@@ -234,10 +245,11 @@ func (db *DB) attempt(ctx context.Context, view bool, fn func(store.Tx) error) (
 	return topics, err
 }
 
-// run is one attempt of a transaction: BEGIN, fn, then in one round trip
-// the notifications, the meter's row counts and COMMIT. lost reports that
-// it failed because its connection broke before anything of its COMMIT
-// was sent (or, read-only, at any point): it did not commit.
+// run is one attempt of a transaction: fn, its statements sent with
+// BEGIN in front of the first, then in one round trip the writes still
+// waiting, the task counts it changed and COMMIT. lost reports that it
+// failed because its connection broke before anything of its COMMIT was
+// sent (or, read-only, at any point): it did not commit.
 func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topics []string, lost bool, err error) {
 	if err := db.meter.ReadRefusal(); err != nil {
 		return nil, false, err
@@ -248,9 +260,10 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 		return nil, false, translate(fmt.Errorf("postgres: acquire: %w", err), false, db.meter)
 	}
 	defer conn.Release()
+	c := conn.Conn()
 	// A connection closed by a failure holds no transaction any more: the
 	// server rolled back whatever it had done.
-	broke := func() bool { return conn.Conn().IsClosed() }
+	broke := func() bool { return c.IsClosed() }
 	begin := "BEGIN ISOLATION LEVEL READ COMMITTED"
 	switch {
 	case view:
@@ -258,39 +271,26 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 	case refusing:
 		begin = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 	}
-	// The meter's counters are read at the start and again at the end:
-	// PostgreSQL 15's per-transaction counters also hold the connection's
-	// earlier transactions until it reports them (when idle, at most once a
-	// second), so a transaction's rows are the difference. No report can
-	// fall between the two: the connection is never idle in a transaction.
-	var start counts
-	b := &pgx.Batch{}
-	b.Queue(begin)
-	b.Queue(db.statsSQL).QueryRow(start.scan)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		rollback(conn.Conn())
-		return nil, broke(), translate(fmt.Errorf("postgres: begin: %w", err), refusing, db.meter)
-	}
-	t := &tx{db: db, c: conn.Conn(), readOnly: view || refusing, refusing: refusing}
+	t := &tx{db: db, c: c, readOnly: view || refusing, refusing: refusing, later: []later{{sql: begin}}, counts: countChanges{}}
 	done := false
 	defer func() {
 		if !done { // fn panicked: nothing it did stays
-			rollback(conn.Conn())
+			rollback(c)
 		}
 	}()
 	if err := fn(t); err != nil {
-		db.countFailed(ctx, conn.Conn(), start)
-		rollback(conn.Conn())
+		// Rows it read were read; rows it wrote are undone and cost nothing.
+		db.meter.Add(ctx, 0, t.tally.read)
+		rollback(c)
 		done = true
 		return nil, broke(), err
 	}
 	if view {
 		t.topics = nil // a View changed nothing to tell anyone of
 	}
-	end, err := db.commit(ctx, conn.Conn(), !t.readOnly, t.topics)
+	err = t.commit(ctx)
 	done = true
 	if err != nil {
-		err = fmt.Errorf("postgres: commit: %w", err)
 		switch {
 		case pgconn.SafeToRetry(err), t.readOnly && broke():
 			// Nothing of the commit was sent, or nothing was to commit.
@@ -300,18 +300,16 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 		}
 		return nil, false, translate(err, refusing, db.meter)
 	}
-	db.meter.Add(ctx, end.written-start.written, end.read-start.read)
+	db.meter.Add(ctx, t.tally.written, t.tally.read)
 	return t.topics, false, nil
 }
 
-// counts are the meter's counters of a connection (readStatsSQL).
-type counts struct{ written, read int64 }
-
-func (c *counts) scan(r pgx.Row) error { return r.Scan(&c.written, &c.read) }
-
-// rollback ends a transaction that will not commit. A connection it cannot
-// roll back is closed, and the pool drops it.
+// rollback ends a transaction that will not commit, if one was begun. A
+// connection it cannot roll back is closed, and the pool drops it.
 func rollback(c *pgx.Conn) {
+	if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
@@ -319,40 +317,29 @@ func rollback(c *pgx.Conn) {
 	}
 }
 
-// commit sends the transaction's notifications, writes the task counts it
-// gathered (migration 0006: deferred triggers, fired here so the meter
-// sees their writes), reads the meter's counters and commits, in one round
-// trip. A failed COMMIT rolls back by itself.
-func (db *DB) commit(ctx context.Context, c *pgx.Conn, writable bool, topics []string) (counts, error) {
-	var end counts
-	b := &pgx.Batch{}
-	for _, payload := range db.payloads(topics) {
-		b.Queue(`SELECT pg_notify($1, $2)`, db.channel, payload)
+// commit sends, in one round trip, what waits (the BEGIN of a transaction
+// that sent nothing yet, writes nothing waited for), the task counts the
+// transaction changed, on a shard of this node's (counts.go), and COMMIT.
+// A transaction that never sent a statement has nothing to commit. A
+// failed COMMIT rolls back by itself; a failed statement before it leaves
+// the transaction to roll back.
+func (t *tx) commit(ctx context.Context) error {
+	if len(t.later) == 1 && t.later[0].cost == nil && len(t.counts) == 0 {
+		return nil // BEGIN alone: nothing was sent
 	}
-	if writable {
-		b.Queue("SET CONSTRAINTS ALL IMMEDIATE")
+	if !t.readOnly && len(t.counts) > 0 {
+		shard := t.db.shards.take()
+		defer t.db.shards.give(shard)
+		if args := t.counts.args(shard); args != nil {
+			t.queue(countsUpsert, args...)
+		}
 	}
-	b.Queue(db.statsSQL).QueryRow(end.scan)
-	b.Queue("COMMIT")
-	if err := c.SendBatch(ctx, b).Close(); err != nil {
-		rollback(c)
-		return end, err
+	_, err := t.send(ctx, "COMMIT", nil, nil)
+	if err != nil {
+		rollback(t.c)
+		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	return end, nil
-}
-
-// countFailed meters the rows a transaction that will roll back has read,
-// when it can still say (its function failed with an error of its own, not
-// a statement's); rows it wrote are undone and cost nothing. The caller
-// rolls back.
-func (db *DB) countFailed(ctx context.Context, c *pgx.Conn, start counts) {
-	if c.PgConn().TxStatus() != 'T' {
-		return // aborted by a failed statement: the counters are out of reach
-	}
-	var end counts
-	if end.scan(c.QueryRow(ctx, db.statsSQL)) == nil {
-		db.meter.Add(ctx, 0, end.read-start.read)
-	}
+	return nil
 }
 
 // tx implements store.Tx on the connection that holds the transaction.
@@ -362,6 +349,20 @@ type tx struct {
 	// readOnly: a View, or an Update while writes are refused.
 	readOnly, refusing bool
 	topics             []string // notified when the transaction commits
+	// later are statements that go in front of the next one sent, in
+	// order, in its round trip: the BEGIN until then, and writes whose
+	// results nothing waits for (queue).
+	later  []later
+	tally  tally
+	counts countChanges
+}
+
+// later is a statement sent with the next round trip; cost nil is the
+// BEGIN, which the meter does not count.
+type later struct {
+	sql  string
+	args []any
+	cost *cost
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -377,59 +378,167 @@ func (t *tx) Notify(_ context.Context, topic string) {
 // transaction's READ ONLY mode, decided at BEGIN.)
 func (t *tx) guard() error { return t.db.meter.ReadRefusal() }
 
-// query runs one statement, calling each for every row it returns.
-func (t *tx) query(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) error {
+// queue adds a write to be sent in front of the next statement: one whose
+// rows nothing in the transaction waits for and whose failure may as well
+// surface then (it fails the transaction all the same). It saves the
+// write its round trip.
+func (t *tx) queue(sql string, args ...any) {
+	k := t.db.costs.of(sql)
+	t.later = append(t.later, later{sql: k.sent(sql), args: args, cost: k})
+}
+
+// roundTrip sends what waits and then sql, in one round trip, and reads
+// their results in order: each is called for every row sql returns. It
+// returns the rows sql changed, or returned when it changes none. Every
+// result is metered.
+func (t *tx) roundTrip(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) (int64, error) {
 	if err := t.guard(); err != nil {
-		return err
+		return 0, err
 	}
-	rows, err := t.c.Query(ctx, sql, args...)
-	if err != nil {
-		return t.translate(sql, err)
+	return t.send(ctx, sql, args, each)
+}
+
+// send is roundTrip without the allowance check: the COMMIT's.
+func (t *tx) send(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) (int64, error) {
+	k := t.db.costs.of(sql)
+	if len(t.later) == 0 {
+		rows, err := t.c.Query(ctx, k.sent(sql), args...)
+		if err != nil {
+			return 0, t.translate(sql, err)
+		}
+		return t.result(sql, k, rows, each)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
+	b := &pgx.Batch{}
+	for _, l := range t.later {
+		b.Queue(l.sql, l.args...)
+	}
+	b.Queue(k.sent(sql), args...)
+	waiting := t.later
+	t.later = nil
+	br := t.c.SendBatch(ctx, b)
+	n, err := t.results(sql, k, br, waiting, each)
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = t.translate(sql, closeErr)
+	}
+	return n, err
+}
+
+// results reads a batch's results: the statements that waited, then sql's.
+func (t *tx) results(sql string, k *cost, br pgx.BatchResults, waiting []later, each func(pgx.Rows) error) (int64, error) {
+	for _, l := range waiting {
+		rows, err := br.Query()
+		if err != nil {
+			return 0, t.translate(l.sql, err)
+		}
+		if l.cost == nil { // the BEGIN
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return 0, t.translate(l.sql, err)
+			}
+			continue
+		}
+		if _, err := t.result(l.sql, l.cost, rows, nil); err != nil {
+			return 0, err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return t.translate(sql, err)
+	rows, err := br.Query()
+	if err != nil {
+		return 0, t.translate(sql, err)
 	}
-	return nil
+	return t.result(sql, k, rows, each)
+}
+
+// result reads the rows of a statement of cost k, calling each for
+// every one, meters them, and returns the rows it changed (or returned,
+// when it changes none).
+func (t *tx) result(sql string, k *cost, rows pgx.Rows, each func(pgx.Rows) error) (int64, error) {
+	var returned, inserted int64
+	var eachErr error
+	for eachErr == nil && rows.Next() {
+		returned++
+		switch {
+		case k.upsert:
+			var ins bool
+			if eachErr = rows.Scan(&ins); eachErr == nil && ins {
+				inserted++
+			}
+		case each != nil:
+			eachErr = each(rows)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || eachErr != nil {
+		if k.verb == 'S' {
+			t.tally.returned(k, returned) // read all the same
+		}
+		if err != nil {
+			return 0, t.translate(sql, err)
+		}
+		return 0, eachErr
+	}
+	switch {
+	case k.upsert:
+		t.tally.upserted(k, inserted, returned-inserted)
+		t.tally.conflicted(k, returned)
+		return returned, nil
+	case k.verb == 'S':
+		t.tally.returned(k, returned)
+		return returned, nil
+	}
+	changed := rows.CommandTag().RowsAffected()
+	t.tally.returned(k, changed)
+	if k.verb == 'I' {
+		t.tally.conflicted(k, changed)
+	}
+	return changed, nil
+}
+
+// query runs one statement, calling each for every row it returns.
+func (t *tx) query(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) error {
+	_, err := t.roundTrip(ctx, sql, args, each)
+	return err
 }
 
 // one runs a query expected to return at most one row, scanning it into
 // dest; ErrNotFound if there is none.
 func (t *tx) one(ctx context.Context, sql string, args []any, dest ...any) error {
-	_, err := oneRow(ctx, t, sql, args, func(r pgx.Row) (struct{}, error) { return struct{}{}, r.Scan(dest...) })
+	n, err := t.roundTrip(ctx, sql, args, func(r pgx.Rows) error { return r.Scan(dest...) })
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
 	return err
 }
 
 // oneRow is one for a row read by a scan function.
 func oneRow[T any](ctx context.Context, t *tx, sql string, args []any, scan func(pgx.Row) (T, error)) (*T, error) {
-	if err := t.guard(); err != nil {
-		return nil, err
-	}
-	v, err := scan(t.c.QueryRow(ctx, sql, args...))
-	if errors.Is(err, pgx.ErrNoRows) {
+	var v T
+	n, err := t.roundTrip(ctx, sql, args, func(r pgx.Rows) (err error) {
+		v, err = scan(r)
+		return err
+	})
+	if err == nil && n == 0 {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
-		return nil, t.translate(sql, err)
+		return nil, err
 	}
 	return &v, nil
 }
 
+// countRows runs a statement whose first column counts rows it read
+// (SELECT count(*) …), scanning it into n and the rest into more: the
+// meter counts the rows it counted, not the one it returned.
+func (t *tx) countRows(ctx context.Context, sql string, args []any, n *int64, more ...any) error {
+	if err := t.one(ctx, sql, args, append([]any{n}, more...)...); err != nil {
+		return err
+	}
+	t.tally.read += *n - 1
+	return nil
+}
+
 // exec runs one statement and returns how many rows it changed.
 func (t *tx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	if err := t.guard(); err != nil {
-		return 0, err
-	}
-	tag, err := t.c.Exec(ctx, sql, args...)
-	if err != nil {
-		return 0, t.translate(sql, err)
-	}
-	return tag.RowsAffected(), nil
+	return t.roundTrip(ctx, sql, args, nil)
 }
 
 // insert runs an INSERT … ON CONFLICT DO NOTHING, and reports one that
@@ -448,6 +557,9 @@ func (t *tx) insert(ctx context.Context, what, sql string, args ...any) error {
 }
 
 func (t *tx) translate(sql string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return translate(fmt.Errorf("%s: %w", firstLine(sql), err), t.refusing, t.db.meter)
 }
 

@@ -107,7 +107,7 @@ func (t *tx) LaneReady(ctx context.Context, ns, queue string, lanes []int64, now
 	for _, lane := range lanes {
 		var c store.LaneCount
 		var n int64
-		if err := t.one(ctx, laneReadySQL, []any{ns, queue, lane}, &n); err != nil {
+		if err := t.countRows(ctx, laneReadySQL, []any{ns, queue, lane}, &n); err != nil {
 			return nil, err
 		}
 		c.Ready = int(n)
@@ -236,7 +236,7 @@ func (t *tx) GroupPut(ctx context.Context, g *store.Group) error {
 
 func (t *tx) GroupLeases(ctx context.Context, ns, queue, group string, now time.Time, limit int) (int, error) {
 	var n int64
-	err := t.one(ctx, groupLeasesSQL, []any{ns, queue, ms(now), group, limit}, &n)
+	err := t.countRows(ctx, groupLeasesSQL, []any{ns, queue, ms(now), group, limit}, &n)
 	return int(n), err
 }
 

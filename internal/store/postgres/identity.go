@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -165,7 +166,11 @@ func (t *tx) NamespaceList(ctx context.Context, after string, limit int) ([]stor
 
 func (t *tx) NamespacePurge(ctx context.Context, ns string, limit int) (int, error) {
 	return sqlschema.PurgeNamespace(ctx, func(ctx context.Context, sql string, args ...any) (int64, error) {
-		return t.exec(ctx, sqlschema.Numbered1(sql), args...)
+		sql = sqlschema.Numbered1(sql)
+		if strings.HasPrefix(sql, "DELETE FROM tasks ") {
+			return t.deleteTasks(ctx, sql, args...)
+		}
+		return t.exec(ctx, sql, args...)
 	}, ns, limit)
 }
 

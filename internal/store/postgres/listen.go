@@ -18,11 +18,11 @@ import (
 
 // Notifications between nodes. A transaction's topics (Tx.Notify) go to
 // this node's listener at once after the commit, and to every other node
-// through pg_notify, sent inside the transaction so PostgreSQL delivers
-// them only if it commits. Each node keeps one connection of its own
-// LISTENing on the schema's channel, and drops its own echoes by the node
-// id every payload carries. Delivery is at most once, as the seam allows:
-// what is sent while a node's listening connection is down is lost to it.
+// through pg_notify, sent after the commit by the node's notifier
+// (notify.go). Each node keeps one connection of its own LISTENing on the
+// schema's channel, and drops its own echoes by the node id every payload
+// carries. Delivery is at most once, as the seam allows: what is sent
+// while a node's listening connection is down is lost to it.
 //
 // A listening connection can also go silent without dropping: its
 // backend stopped or a network path lost, TCP still up, nothing arriving,

@@ -5,8 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -113,50 +111,4 @@ func readVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 		return 0, fmt.Errorf("postgres: read the schema version: %w", err)
 	}
 	return version, nil
-}
-
-// readStatsSQL builds the statement that meters a transaction, from this
-// schema's tables and their indexes as the catalog has them now (a
-// migration run later by another node is seen at the next start).
-//
-// Rows written are, per table, (inserted + deleted + updated other than
-// HOT) × (1 + the table's indexes) + HOT updates × 1: a row version written
-// to the heap and, unless the update was HOT, an entry in every index —
-// partial ones too, an upper bound as in SQLite. Rows read are the rows
-// the transaction's scans visited: seq_tup_read of every table and
-// idx_tup_read of every index (entries returned by index scans, index-only
-// ones included; idx_tup_fetch would miss those). Both come from the
-// counters pg_stat_xact_user_tables is made of, trigger-written rows
-// included; a transaction's rows are the difference between a reading at
-// its start and one just before its commit (DB.run says why).
-func readStatsSQL(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	rows, err := pool.Query(ctx, `SELECT c.oid::int8, array(SELECT i.indexrelid::int8 FROM pg_index i WHERE i.indrelid = c.oid ORDER BY 1)
- FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1`)
-	if err != nil {
-		return "", err
-	}
-	var tables, every []string
-	for rows.Next() {
-		var rel int64
-		var indexes []int64
-		if err := rows.Scan(&rel, &indexes); err != nil {
-			return "", err
-		}
-		tables = append(tables, fmt.Sprintf("(%d::oid, %d)", rel, len(indexes)))
-		every = append(every, strconv.FormatInt(rel, 10))
-		for _, ix := range indexes {
-			every = append(every, strconv.FormatInt(ix, 10))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
-	}
-	if len(tables) == 0 {
-		return "", errors.New("the schema has no tables")
-	}
-	return `SELECT coalesce(sum((pg_stat_get_xact_tuples_inserted(t.rel) + pg_stat_get_xact_tuples_deleted(t.rel)
-    + pg_stat_get_xact_tuples_updated(t.rel) - pg_stat_get_xact_tuples_hot_updated(t.rel)) * (1 + t.indexes)
-    + pg_stat_get_xact_tuples_hot_updated(t.rel)), 0)::int8,
-  (SELECT coalesce(sum(pg_stat_get_xact_tuples_returned(r)), 0)::int8 FROM unnest('{` + strings.Join(every, ",") + `}'::oid[]) r)
- FROM (VALUES ` + strings.Join(tables, ", ") + `) t(rel, indexes)`, nil
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/tessera-dev/tessera/internal/store/sqlschema"
 )
 
-// The queue statistics and public state reads, over the tables the
-// triggers of migrations 0004, 0006 and 0008 keep (task_counts,
-// public_ready, public_tasks, public_events) and the claim index: each
+// The queue statistics and public state reads, over the tables the task
+// statements keep (task_counts, public_ready, public_tasks: counts.go,
+// task.go), the one migration 0004's trigger keeps (public_events), and
+// the claim index: each
 // costs the rows it returns plus a few seeks, whatever the tasks and
 // events of the namespace. The statements are SQLite's (package
 // sqlschema).
@@ -43,7 +44,7 @@ func (t *tx) TaskScheduled(ctx context.Context, ns string, queues []string, now 
 	for _, q := range queues {
 		count := func(sql string, args []any) error {
 			var n int64
-			if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
+			if err := t.countRows(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
 				return err
 			}
 			if n > 0 {
@@ -90,7 +91,7 @@ func (t *tx) TaskLapsedCounts(ctx context.Context, ns string, queues []string, n
 	for _, q := range queues {
 		sql, args := sqlschema.LapsedCount(ns, q, now, v)
 		var n int64
-		if err := t.one(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
+		if err := t.countRows(ctx, sqlschema.Numbered1(sql), bound(args), &n); err != nil {
 			return nil, err
 		}
 		if n > 0 {

@@ -54,7 +54,7 @@ func (t *tx) SessionMints(ctx context.Context, addrs []string, since time.Time) 
 	var n int64
 	var oldest *int64
 	// Per address a range of the key: its mints in the window.
-	err := t.one(ctx, `SELECT count(*), min(m.minted_at) FROM unnest($1::text[]) a
+	err := t.countRows(ctx, `SELECT count(*), min(m.minted_at) FROM unnest($1::text[]) a
  JOIN session_mints m ON m.addr = a AND m.minted_at >= $2`, []any{addrs, ms(since)}, &n, &oldest)
 	if err != nil || oldest == nil {
 		return int(n), time.Time{}, err

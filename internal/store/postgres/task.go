@@ -142,7 +142,28 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 		return err
 	}
 	args = append(args, task.Group, requires, task.Lane)
-	return t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...)
+	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
+		return err
+	}
+	t.counts.add(task, 1)
+	if task.Public {
+		t.queue(`INSERT INTO public_tasks (namespace, id) VALUES ($1, $2)`, task.Namespace, task.ID)
+		if task.State == tessera.StateReady {
+			t.publicReady(task.Namespace, task.Queue, task.RunAt, task.ID, true)
+		}
+	}
+	return nil
+}
+
+// publicReady adds a public task to public_ready (in) or takes it out,
+// with the next round trip: the board's health reads of ready public
+// tasks walk that table, which holds only them.
+func (t *tx) publicReady(ns, queue string, runAt time.Time, id string, in bool) {
+	if in {
+		t.queue(`INSERT INTO public_ready (namespace, queue, run_at, id) VALUES ($1, $2, $3, $4)`, ns, queue, ms(runAt), id)
+		return
+	}
+	t.queue(`DELETE FROM public_ready WHERE namespace = $1 AND queue = $2 AND run_at = $3 AND id = $4`, ns, queue, ms(runAt), id)
 }
 
 // leaseArgs are a lease's column values as statement arguments.
@@ -215,6 +236,18 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
 	}
 	after.Version = before.Version + 1
+	if before.State != after.State {
+		t.counts.move(before.Namespace, before.Queue, before.Public, before.State, after.State, 1)
+	}
+	if before.Public {
+		wasReady, isReady, moved := before.State == tessera.StateReady, after.State == tessera.StateReady, !before.RunAt.Equal(after.RunAt)
+		if wasReady && (!isReady || moved) {
+			t.publicReady(before.Namespace, before.Queue, before.RunAt, before.ID, false)
+		}
+		if isReady && (!wasReady || moved) {
+			t.publicReady(after.Namespace, after.Queue, after.RunAt, after.ID, true)
+		}
+	}
 	return nil
 }
 
@@ -224,22 +257,39 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 // another task and never wait for each other. A row another transaction
 // changed after this statement began is re-checked when it is locked, and
 // skipped if it is no longer ready.
-var claimSQL = sqlschema.Numbered1(`WITH picked(pns, pid) AS (
-  SELECT namespace, id FROM tasks WHERE ` + sqlschema.Claimable + `
+var claimSQL = sqlschema.Numbered1(`WITH picked(pns, pid, replaced) AS (
+  SELECT namespace, id, run_id IS NOT NULL FROM tasks WHERE ` + sqlschema.Claimable + `
   ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT 1
   FOR UPDATE SKIP LOCKED
 )
 UPDATE tasks SET ` + sqlschema.ClaimSet + `
 FROM picked WHERE namespace = pns AND id = pid
-RETURNING ` + taskCols)
+RETURNING ` + taskCols + `, replaced`)
 
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	var r taskRow
-	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Lane, p.Now}, sqlschema.ClaimSetArgs(p)...)), r.dest()...)
+	var replaced bool
+	err := t.one(ctx, claimSQL, bound(append([]any{p.Namespace, p.Queue, p.Lane, p.Now}, sqlschema.ClaimSetArgs(p)...)), append(r.dest(), &replaced)...)
 	if err != nil {
 		return nil, err
 	}
-	return r.task()
+	task, err := r.task()
+	if err == nil {
+		t.claimed(task, replaced)
+	}
+	return task, err
+}
+
+// claimed counts a task a claim took from ready, and the run it moved to
+// the history (migration 0011's trigger, which the meter does not see).
+func (t *tx) claimed(task *tessera.Task, replaced bool) {
+	t.counts.move(task.Namespace, task.Queue, task.Public, tessera.StateReady, tessera.StateLeased, 1)
+	if task.Public {
+		t.publicReady(task.Namespace, task.Queue, task.RunAt, task.ID, false)
+	}
+	if replaced {
+		t.tally.triggered(t.db.costs.shapes, "runs", 1)
+	}
 }
 
 // TaskLapsed locks what it returns, skipping rows another transaction
@@ -250,17 +300,17 @@ func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, e
 // picked in claim order, numbered, and joined to the batch's runs and
 // token hashes by number.
 var claimManySQL = sqlschema.Numbered1(`WITH picked AS (
-  SELECT namespace AS pns, id AS pid FROM tasks WHERE ` + sqlschema.Claimable + `
+  SELECT namespace AS pns, id AS pid, run_id IS NOT NULL AS replaced FROM tasks WHERE ` + sqlschema.Claimable + `
   ORDER BY ` + sqlschema.PostgreSQL.ClaimOrder() + ` LIMIT ?
   FOR UPDATE SKIP LOCKED
 ), numbered AS (
-  SELECT pns, pid, row_number() OVER () AS i FROM picked
+  SELECT pns, pid, replaced, row_number() OVER () AS i FROM picked
 ), l AS (
   SELECT * FROM unnest(?::text[], ?::bytea[]) WITH ORDINALITY AS l(lease_run, lease_hash, i)
 )
 UPDATE tasks SET ` + sqlschema.ClaimSetMany + `
 FROM numbered JOIN l ON l.i = numbered.i WHERE namespace = pns AND id = pid
-RETURNING ` + taskCols)
+RETURNING ` + taskCols + `, replaced`)
 
 // TaskClaimMany returns the tasks in claim order: the statement returns
 // them in the order its join met them.
@@ -272,8 +322,14 @@ func (t *tx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([]tesser
 	args := bound(append([]any{p.Namespace, p.Queue, p.Lane, p.Now, len(p.Runs), runs, hashes}, sqlschema.ClaimSetManyArgs(&p)...))
 	var out []tessera.Task
 	err := t.query(ctx, claimManySQL, args, func(rows pgx.Rows) error {
-		task, err := scanTask(rows)
+		var r taskRow
+		var replaced bool
+		if err := rows.Scan(append(r.dest(), &replaced)...); err != nil {
+			return err
+		}
+		task, err := r.task()
 		if err == nil {
+			t.claimed(task, replaced)
 			out = append(out, *task)
 		}
 		return err
@@ -350,13 +406,47 @@ func (t *tx) tasksDelete(ctx context.Context, nss, ids []string) error {
 		`DELETE FROM task_edges WHERE (namespace, parent_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_dependencies WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_checkpoints WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
-		`DELETE FROM tasks WHERE (namespace, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 	} {
 		if _, err := t.exec(ctx, sql, nss, ids); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err := t.deleteTasks(ctx, `DELETE FROM tasks WHERE (namespace, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, ids)
+	return err
+}
+
+// deleteTasks runs a DELETE of tasks, and takes what it deleted out of
+// the counts and the public tables.
+func (t *tx) deleteTasks(ctx context.Context, sql string, args ...any) (int64, error) {
+	var gone []tessera.Task
+	n, err := t.roundTrip(ctx, sql+` RETURNING namespace, queue, public, state, run_at, id`, args, func(rows pgx.Rows) error {
+		var task tessera.Task
+		var runAt int64
+		if err := rows.Scan(&task.Namespace, &task.Queue, &task.Public, &task.State, &runAt, &task.ID); err != nil {
+			return err
+		}
+		task.RunAt = fromMS(runAt)
+		gone = append(gone, task)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var nss, ids []string
+	for i := range gone {
+		task := &gone[i]
+		t.counts.add(task, -1)
+		if task.Public {
+			nss, ids = append(nss, task.Namespace), append(ids, task.ID)
+			if task.State == tessera.StateReady {
+				t.publicReady(task.Namespace, task.Queue, task.RunAt, task.ID, false)
+			}
+		}
+	}
+	if len(ids) > 0 {
+		t.queue(`DELETE FROM public_tasks WHERE (namespace, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nss, ids)
+	}
+	return n, nil
 }
 
 var runListSQL = sqlschema.Numbered1(sqlschema.RunList)

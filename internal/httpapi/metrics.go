@@ -90,34 +90,36 @@ func (p slogPrinter) Println(v ...any) { p.s.log.Error("metrics", "err", v) }
 type coreCollector struct{ svc *core.Service }
 
 var (
-	descRowsWritten      = prometheus.NewDesc("tessera_storage_rows_written_total", "Storage rows written since start (each row changed plus one per index).", nil, nil)
-	descRowsRead         = prometheus.NewDesc("tessera_storage_rows_read_total", "Storage rows read since start (rows returned plus full-scan steps).", nil, nil)
-	descRowsWrittenToday = prometheus.NewDesc("tessera_storage_rows_written_today", "Storage rows written this UTC day.", nil, nil)
-	descRowsReadToday    = prometheus.NewDesc("tessera_storage_rows_read_today", "Storage rows read this UTC day.", nil, nil)
-	descAllowance        = prometheus.NewDesc("tessera_storage_allowance_rows", "Daily storage allowance in rows (0 = unlimited).", []string{"kind"}, nil)
-	descAllowanceLeft    = prometheus.NewDesc("tessera_storage_allowance_left_rows", "Rows left of today's allowance (only where one is set).", []string{"kind"}, nil)
-	descQueueTasks       = prometheus.NewDesc("tessera_queue_tasks", "Tasks by namespace, queue and stored state (ready includes scheduled), public or not.", []string{"namespace", "queue", "state"}, nil)
-	descQueueLeases      = prometheus.NewDesc("tessera_queue_leases", "Leases by namespace and queue: live, or expired but not yet noticed.", []string{"namespace", "queue", "state"}, nil)
-	descQueueOldest      = prometheus.NewDesc("tessera_queue_oldest_ready_age_seconds", "How long the oldest claimable task of a queue has waited since its run_at.", []string{"namespace", "queue"}, nil)
-	descQueueGroupReady  = prometheus.NewDesc("tessera_queue_ready_by_group", "Ready tasks (scheduled included) of a queue with lanes, by group (\"\": no group): the 10 groups of the queue with the most have a series each, the rest are summed under group \"other\".", []string{"namespace", "queue", "group"}, nil)
-	descOmitted          = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces were left out of the queue metrics: named ones past the first 256 by name, or demo ones past the first 256 summed into namespace \"demo-*\".", nil, nil)
-	descRunsEnded        = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
-	descTasksDead        = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
-	descCommits          = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
-	descSyncs            = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
-	descSyncSeconds      = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
-	descWrites           = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one).", nil, nil)
-	descWriteSeconds     = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "Time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
-	descScrapeError      = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
-	descListenerHealthy  = prometheus.NewDesc("tessera_listener_healthy", "1 while the connection that hears other nodes (PostgreSQL LISTEN) is up and hears its probes; 0 while long-polls short-poll instead.", nil, nil)
-	descListenerAge      = prometheus.NewDesc("tessera_listener_last_notify_age_seconds", "Seconds since the listening connection last heard a notification, its own probes (every 5 s) included.", nil, nil)
+	descRowsWritten       = prometheus.NewDesc("tessera_storage_rows_written_total", "Storage rows written since start (each row changed plus one per index).", nil, nil)
+	descRowsRead          = prometheus.NewDesc("tessera_storage_rows_read_total", "Storage rows read since start (rows returned plus full-scan steps).", nil, nil)
+	descRowsWrittenToday  = prometheus.NewDesc("tessera_storage_rows_written_today", "Storage rows written this UTC day.", nil, nil)
+	descRowsReadToday     = prometheus.NewDesc("tessera_storage_rows_read_today", "Storage rows read this UTC day.", nil, nil)
+	descAllowance         = prometheus.NewDesc("tessera_storage_allowance_rows", "Daily storage allowance in rows (0 = unlimited).", []string{"kind"}, nil)
+	descAllowanceLeft     = prometheus.NewDesc("tessera_storage_allowance_left_rows", "Rows left of today's allowance (only where one is set).", []string{"kind"}, nil)
+	descQueueTasks        = prometheus.NewDesc("tessera_queue_tasks", "Tasks by namespace, queue and stored state (ready includes scheduled), public or not.", []string{"namespace", "queue", "state"}, nil)
+	descQueueLeases       = prometheus.NewDesc("tessera_queue_leases", "Leases by namespace and queue: live, or expired but not yet noticed.", []string{"namespace", "queue", "state"}, nil)
+	descQueueOldest       = prometheus.NewDesc("tessera_queue_oldest_ready_age_seconds", "How long the oldest claimable task of a queue has waited since its run_at.", []string{"namespace", "queue"}, nil)
+	descQueueGroupReady   = prometheus.NewDesc("tessera_queue_ready_by_group", "Ready tasks (scheduled included) of a queue with lanes, by group (\"\": no group): the 10 groups of the queue with the most have a series each, the rest are summed under group \"other\".", []string{"namespace", "queue", "group"}, nil)
+	descOmitted           = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces were left out of the queue metrics: named ones past the first 256 by name, or demo ones past the first 256 summed into namespace \"demo-*\".", nil, nil)
+	descRunsEnded         = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
+	descTasksDead         = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
+	descCommits           = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
+	descSyncs             = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
+	descSyncSeconds       = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
+	descWrites            = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one).", nil, nil)
+	descWriteSeconds      = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "Time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
+	descScrapeError       = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
+	descListenerHealthy   = prometheus.NewDesc("tessera_listener_healthy", "1 while the connection that hears other nodes (PostgreSQL LISTEN) is up and hears its probes; 0 while long-polls short-poll instead.", nil, nil)
+	descListenerAge       = prometheus.NewDesc("tessera_listener_last_notify_age_seconds", "Seconds since the listening connection last heard a notification, its own probes (every 5 s) included.", nil, nil)
+	descListenerPeers     = prometheus.NewDesc("tessera_listener_peers", "Other nodes heard in the last 17 s (their probes, every 5 s); while there are none, this node sends no notifications.", nil, nil)
+	descNotificationsSent = prometheus.NewDesc("tessera_notifications_sent_total", "Notifications this node sent the other nodes (PostgreSQL NOTIFY), each carrying the topics of the commits a few milliseconds gathered.", nil, nil)
 )
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
 		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descQueueGroupReady, descOmitted,
 		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError,
-		descListenerHealthy, descListenerAge} {
+		descListenerHealthy, descListenerAge, descListenerPeers, descNotificationsSent} {
 		ch <- d
 	}
 }
@@ -159,6 +161,8 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descListenerHealthy, healthy)
 		gauge(descListenerAge, time.Since(l.LastHeard).Seconds())
+		gauge(descListenerPeers, float64(l.Peers))
+		counter(descNotificationsSent, float64(l.Sent))
 	}
 
 	runs := c.svc.RunTotals()

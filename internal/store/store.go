@@ -261,6 +261,11 @@ type ListenerStats struct {
 	// LastHeard is when it last heard a notification, its own probes
 	// included.
 	LastHeard time.Time
+	// Peers are the other nodes heard lately; while there are none this
+	// node sends them nothing.
+	Peers int
+	// Sent counts the notifications this node sent the others.
+	Sent int64
 }
 
 // Namespace is a namespace that has been written to.

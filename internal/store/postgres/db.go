@@ -151,10 +151,15 @@ func (db *DB) start(ctx context.Context) error {
 	db.costs = &costs{shapes: shapes}
 	db.shards = newShards(int(db.pool.Config().MaxConns))
 	db.channel = channelName(db.schema)
+	db.notifier = startNotifier(db)
 	if db.listener, err = startListener(ctx, db); err != nil {
+		db.notifier.close()
 		return err
 	}
-	db.notifier = startNotifier(db)
+	if err := db.listener.hello(ctx); err != nil {
+		db.Close()
+		return translate(fmt.Errorf("postgres: notify: %w", err), false, db.meter)
+	}
 	return nil
 }
 
@@ -213,7 +218,9 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 		for _, t := range topics {
 			db.deliver(t)
 		}
-		db.notifier.send(topics)
+		if db.listener.othersMayListen() {
+			db.notifier.send(topics)
+		}
 	}
 	return err
 }

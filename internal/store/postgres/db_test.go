@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,9 +23,9 @@ import (
 
 var epoch = time.UnixMilli(1893456000000).UTC()
 
-func open(t *testing.T, url string, m *meter.Meter) *DB {
+func open(t *testing.T, url string, m *meter.Meter, opts ...Option) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), url, m)
+	db, err := Open(context.Background(), url, m, opts...)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -559,5 +560,56 @@ func TestSessionsSeekWithoutJIT(t *testing.T) {
 		if seqscan != tc.seqscan || jit != tc.jit {
 			t.Errorf("%s: enable_seqscan %s, jit %s; want %s, %s", tc.url, seqscan, jit, tc.seqscan, tc.jit)
 		}
+	}
+}
+
+// A node alone sends no notifications once the answers to its hello are
+// in; a node that starts hears a gap from it (the topics it skipped may
+// have concerned the newcomer's sleepers), then every topic; and each
+// counts the other as a peer.
+func TestLoneNodeSendsNothing(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	probe := WithListenerProbe(100*time.Millisecond, 200*time.Millisecond)
+	a := open(t, url, newMeter(), probe)
+	ping := func(db *DB, topic string) {
+		t.Helper()
+		if err := db.Update(ctx, func(tx store.Tx) error { tx.Notify(ctx, topic); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // past the deadline for answers to a's hello
+	sent := a.ListenerStats().Sent
+	for range 5 {
+		ping(a, "alone")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := a.ListenerStats(); got.Sent != sent || got.Peers != 0 {
+		t.Fatalf("a node alone sent %d notifications for 5 commits and counts %d peers, want 0 and 0", got.Sent-sent, got.Peers)
+	}
+
+	b := open(t, url, newMeter(), probe)
+	heard := make(chan string, 100)
+	b.Listen(func(topic string) { heard <- topic })
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 5 s", what)
+			}
+		}
+	}
+	eventually("a hears b's hello", func() bool { return a.ListenerStats().Peers == 1 })
+	eventually("b hears a's answer", func() bool { return b.ListenerStats().Peers == 1 })
+	ping(a, "together")
+	var got []string
+	for topic := range heard {
+		got = append(got, topic)
+		if topic == "together" {
+			break
+		}
+	}
+	if want := []string{store.TopicGap, "together"}; !slices.Equal(got, want) {
+		t.Errorf("b heard %q from a, want %q", got, want)
 	}
 }

@@ -43,6 +43,9 @@ type payload struct {
 	Topics []string `json:"t,omitempty"`
 	// Probe numbers a node's probe of its own listener.
 	Probe int64 `json:"p,omitempty"`
+	// Hello is a node's first word, sent as it starts to listen: the
+	// nodes that hear it send their topics from then on (peers).
+	Hello bool `json:"h,omitempty"`
 }
 
 // channelName is the schema's channel: deployments (and parallel tests) in
@@ -105,6 +108,9 @@ type listener struct {
 	heard atomic.Int64
 	// echoes carries the probe numbers heard back to the prober.
 	echoes chan int64
+	// peers are the other nodes heard, by node id, with when each was
+	// last heard (peers.go).
+	peers peers
 	// drop ends the current connection's wait, so it is made again.
 	mu   sync.Mutex
 	drop context.CancelFunc
@@ -136,6 +142,7 @@ func startListener(ctx context.Context, db *DB) (*listener, error) {
 		return nil, translate(err, false, db.meter)
 	}
 	l.heard.Store(time.Now().UnixNano())
+	l.peers.start(time.Now(), peerTTL(l.every, l.deadline), l.deadline)
 	runCtx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	probed := make(chan struct{})
@@ -204,6 +211,11 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		// What other nodes sent while the connection was down is lost:
 		// the listener drops what those topics would have kept fresh.
 		l.db.deliver(store.TopicGap)
+		// Nodes that stopped counting this one while it was deaf count it
+		// again now, not at its next probe.
+		if err := l.hello(ctx); err != nil {
+			l.db.log.Warn("postgres: cannot say hello to the other nodes", "err", err)
+		}
 	}
 }
 
@@ -219,6 +231,9 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		var p payload
 		if json.Unmarshal([]byte(n.Payload), &p) != nil {
 			continue // not ours to read
+		}
+		if p.Node != l.db.node {
+			l.hear(ctx, p)
 		}
 		if p.Node == l.db.node {
 			if p.Probe > 0 {
@@ -322,5 +337,6 @@ func (l *listener) stop() {
 
 // ListenerStats reports the health of the node's listening connection.
 func (db *DB) ListenerStats() store.ListenerStats {
-	return store.ListenerStats{Healthy: db.listener.healthy.Load(), LastHeard: time.Unix(0, db.listener.heard.Load())}
+	return store.ListenerStats{Healthy: db.listener.healthy.Load(), LastHeard: time.Unix(0, db.listener.heard.Load()),
+		Peers: db.listener.peers.count(time.Now()), Sent: db.notifier.sent.Load()}
 }

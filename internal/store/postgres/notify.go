@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,14 +17,22 @@ import (
 // time (issue 37: 65 of 114 sampled COMMITs waited on that lock). Instead a
 // committed transaction hands its topics to the node's notifier, which
 // sends whatever gathered meanwhile as one transaction of its own, topics
-// coalesced, and sends again as soon as that one is done: one notifying
-// commit in flight per node, whatever the load, and a wake-up reaches the
-// other nodes one round trip after the commit that caused it.
+// coalesced, and sends again once that one is done and notifyGap has
+// passed: one notifying commit in flight per node, whatever the load, and
+// a wake-up reaches the other nodes a round trip (and at most notifyGap)
+// after the commit that caused it. Nodes send only while another may
+// listen (peers.go).
 //
 // The notifier's transaction commits with synchronous_commit off: it
 // writes nothing but the notification queue, and a crash can lose its
 // topics either way (delivery is at most once), so it need not wait for a
 // WAL flush.
+
+// notifyGap is the least time between two sends of a node: every listener
+// of every node (its own included) wakes for each, so under load a send
+// carries what a few milliseconds of commits notified, a delay well
+// inside the 100 ms a long-poll on another node may take to wake.
+const notifyGap = 5 * time.Millisecond
 
 // maxPending bounds the topics a notifier holds while it cannot send
 // (the database unreachable): past it, the other nodes are sent one
@@ -36,6 +45,8 @@ type notifier struct {
 	pending chan []string
 	quit    chan struct{}
 	done    chan struct{}
+	// sent counts the notifications sent.
+	sent atomic.Int64
 	// gathered are the topics of the next send, in the order they came
 	// (set: the same), or one TopicGap when there were too many.
 	gathered []string
@@ -77,6 +88,7 @@ func (n *notifier) run() {
 			}
 		}
 		n.drain()
+		sent := time.Now()
 		for pause := minBackoff; ; pause = min(2*pause, maxBackoff) {
 			err := n.notify(n.gathered)
 			if err == nil {
@@ -93,6 +105,15 @@ func (n *notifier) run() {
 		}
 		clear(n.set)
 		n.gathered = n.gathered[:0]
+		// What commits meanwhile waits for the next send: under load,
+		// one notification a notifyGap carries them all.
+		if wait := notifyGap - time.Since(sent); wait > 0 {
+			select {
+			case <-n.quit:
+				return
+			case <-time.After(wait):
+			}
+		}
 	}
 }
 
@@ -131,10 +152,15 @@ func (n *notifier) notify(topics []string) error {
 	defer cancel()
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	for _, p := range n.db.payloads(topics) {
+	payloads := n.db.payloads(topics)
+	for _, p := range payloads {
 		b.Queue(`SELECT pg_notify($1, $2)`, n.db.channel, p)
 	}
-	return n.db.pool.SendBatch(ctx, b).Close()
+	if err := n.db.pool.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	n.sent.Add(int64(len(payloads)))
+	return nil
 }
 
 // close sends what was queued before it and stops; a send the database

@@ -101,7 +101,9 @@ func (l *listener) othersMayListen() bool {
 
 // hello tells the other nodes this one listens now, and asks them to say
 // they do.
-func (l *listener) hello(ctx context.Context) error { return l.say(ctx, payload{Node: l.db.node, Hello: true}) }
+func (l *listener) hello(ctx context.Context) error {
+	return l.say(ctx, payload{Node: l.db.node, Hello: true})
+}
 
 func (l *listener) say(ctx context.Context, p payload) error {
 	b, _ := json.Marshal(p)

@@ -127,9 +127,10 @@ func Open(ctx context.Context, url string, m *meter.Meter, opts ...Option) (*DB,
 }
 
 // DefaultPoolSize is the pool's size when the URL does not set
-// pool_max_conns: enough for a node's concurrent claims on two cores to
-// overlap their round trips (docs/design.md, "PostgreSQL").
-const DefaultPoolSize = 8
+// pool_max_conns: one node serving 16 workers did the most work with 16
+// (docs/design.md, "PostgreSQL"); with several nodes, size it down
+// (docs/operations.md).
+const DefaultPoolSize = 16
 
 func (db *DB) start(ctx context.Context) error {
 	var searchPath string

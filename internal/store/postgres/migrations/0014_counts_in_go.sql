@@ -17,3 +17,13 @@ DROP FUNCTION tasks_deleted();
 DROP FUNCTION tasks_updated();
 DROP FUNCTION task_counts_flush();
 DROP FUNCTION task_state_deltas_ensure();
+
+-- Counted again from the tasks, once: a node of an older version that
+-- kept running while this migration ran would have left its changes
+-- uncounted until now (docs/operations.md: stop them first).
+DELETE FROM task_counts;
+INSERT INTO task_counts (namespace, queue, public, shard, total, leased, paused, succeeded, dead, canceled, waiting)
+  SELECT namespace, queue, public, 0, count(*), count(*) FILTER (WHERE state = 'leased'), count(*) FILTER (WHERE state = 'paused'),
+    count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'canceled'),
+    count(*) FILTER (WHERE state = 'waiting')
+  FROM tasks GROUP BY namespace, queue, public;

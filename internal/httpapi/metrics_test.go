@@ -129,6 +129,13 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	if v, ok := m["tessera_listener_last_notify_age_seconds"]; ok != listens || v < 0 {
 		t.Errorf("tessera_listener_last_notify_age_seconds = %v (present %t), want present only if the store listens (%t)", v, ok, listens)
 	}
+	// One node alone: it hears no other, so it counts none.
+	if v, ok := m["tessera_listener_peers"]; ok != listens || listens && v != 0 {
+		t.Errorf("tessera_listener_peers = %v (present %t), want 0 only if the store listens (%t)", v, ok, listens)
+	}
+	if _, ok := m["tessera_notifications_sent_total"]; ok != listens {
+		t.Errorf("tessera_notifications_sent_total present %t, want present only if the store listens (%t)", ok, listens)
+	}
 
 	check := exec.Command(promtool, "check", "metrics")
 	check.Stdin = bytes.NewReader(body)

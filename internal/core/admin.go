@@ -329,7 +329,9 @@ func (s *Service) WhoAmI(ctx context.Context, a *auth.Actor) (*Me, error) {
 // TESSERA_ADMIN_KEY) it makes sure exactly that admin key exists; without,
 // it creates an admin principal and key on an empty store only. It returns
 // the key it created ("" if none). A store that already has what it needs is
-// only read.
+// only read. The check and the creation are one transaction: nodes started
+// together on a fresh database with the same seed make the key once (the
+// others' inserts wait for the first, find it made, and look again).
 func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed string) (string, error) {
 	var seedID, seedSecret string
 	if seed != "" {
@@ -338,27 +340,41 @@ func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed st
 			return "", fmt.Errorf("TESSERA_ADMIN_KEY: %w", err)
 		}
 	}
-	needed := false
-	err := st.View(ctx, func(tx store.Tx) error {
+	needed := func(tx store.Tx) (bool, error) {
 		if seed == "" {
 			any, err := tx.PrincipalAny(ctx)
-			needed = !any
-			return err
+			return !any, err
 		}
 		k, _, err := tx.KeyLookup(ctx, seedID)
-		if errors.Is(err, store.ErrNotFound) {
-			needed = true
-			return nil
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return true, nil
+		case err == nil && subtle.ConstantTimeCompare(k.SecretHash, auth.HashSecret(seedSecret)) != 1:
+			return false, fmt.Errorf("TESSERA_ADMIN_KEY: key %s exists with another secret", seedID)
 		}
-		if err == nil && subtle.ConstantTimeCompare(k.SecretHash, auth.HashSecret(seedSecret)) != 1 {
-			return fmt.Errorf("TESSERA_ADMIN_KEY: key %s exists with another secret", seedID)
+		return false, err
+	}
+	var need bool
+	err := st.View(ctx, func(tx store.Tx) (err error) {
+		need, err = needed(tx)
+		return err
+	})
+	if err != nil || !need {
+		return "", err
+	}
+	var created string
+	err = st.Update(ctx, func(tx store.Tx) error {
+		created = ""
+		need, err := needed(tx)
+		if err != nil || !need {
+			return err
+		}
+		created, err = createAdmin(ctx, tx, clock.Now(), seed, "admin")
+		if errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("the admin key was made meanwhile: %w", store.ErrRetry)
 		}
 		return err
 	})
-	if err != nil || !needed {
-		return "", err
-	}
-	created, err := CreateAdminKey(ctx, st, clock, seed, "admin")
 	if err != nil || seed != "" {
 		return "", err
 	}
@@ -366,29 +382,34 @@ func Bootstrap(ctx context.Context, st store.Store, clock tessera.Clock, seed st
 }
 
 // CreateAdminKey creates a principal with an admin key, using seed as the
-// key when given. It serves the first start and `tessera admin create-key`.
+// key when given. It serves `tessera admin create-key`.
 func CreateAdminKey(ctx context.Context, st store.Store, clock tessera.Clock, seed, displayName string) (string, error) {
-	now := clock.Now()
-	p := &tessera.Principal{ID: ids.New(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
 	var key string
-	err := st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.PrincipalCreate(ctx, p); err != nil {
-			return err
-		}
-		if seed == "" {
-			nk, err := createKey(ctx, tx, p.ID, []string{string(tessera.ActionAdmin)}, nil, now)
-			if nk != nil {
-				key = nk.Secret
-			}
-			return err
-		}
-		id, secret, err := auth.ParseKey(seed)
-		if err != nil {
-			return err
-		}
-		key = seed
-		return tx.KeyCreate(ctx, &tessera.Key{ID: id, PrincipalID: p.ID, Scopes: []string{string(tessera.ActionAdmin)},
-			CreatedAt: now, SecretHash: auth.HashSecret(secret)})
+	err := st.Update(ctx, func(tx store.Tx) (err error) {
+		key, err = createAdmin(ctx, tx, clock.Now(), seed, displayName)
+		return err
 	})
 	return key, err
+}
+
+// createAdmin creates, inside tx, a principal with an admin key (seed,
+// when given) and returns the key.
+func createAdmin(ctx context.Context, tx store.Tx, now time.Time, seed, displayName string) (string, error) {
+	p := &tessera.Principal{ID: ids.New(now), Kind: tessera.KindUser, DisplayName: displayName, CreatedAt: now}
+	if err := tx.PrincipalCreate(ctx, p); err != nil {
+		return "", err
+	}
+	if seed == "" {
+		nk, err := createKey(ctx, tx, p.ID, []string{string(tessera.ActionAdmin)}, nil, now)
+		if err != nil {
+			return "", err
+		}
+		return nk.Secret, nil
+	}
+	id, secret, err := auth.ParseKey(seed)
+	if err != nil {
+		return "", err
+	}
+	return seed, tx.KeyCreate(ctx, &tessera.Key{ID: id, PrincipalID: p.ID, Scopes: []string{string(tessera.ActionAdmin)},
+		CreatedAt: now, SecretHash: auth.HashSecret(secret)})
 }

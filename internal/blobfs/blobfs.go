@@ -1,7 +1,5 @@
 // Package blobfs keeps blob bytes on the filesystem, under one directory of
-// the data directory. It owns every byte of a blob and nothing else: which
-// blobs exist, who may read them and which uploads are pending is metadata
-// the store keeps.
+// the data directory: the blobs.Bytes of one node.
 //
 // Layout under the root:
 //
@@ -16,6 +14,7 @@
 package blobfs
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,38 +29,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/fsync"
 )
 
-// ErrTooLarge is returned when more bytes arrive than the limit allows.
-var ErrTooLarge = errors.New("blobfs: more bytes than the limit")
-
-// ErrNoUpload is returned when an upload has no received bytes.
-var ErrNoUpload = errors.New("blobfs: no bytes received for this upload")
-
-// ReadError is a failure to read the bytes being received (the client went
-// away, or the body was cut short), as opposed to a failure to store them.
-type ReadError struct{ Err error }
-
-func (e *ReadError) Error() string { return "blobfs: reading the upload: " + e.Err.Error() }
-func (e *ReadError) Unwrap() error { return e.Err }
-
-// MismatchError reports received bytes that are not what was declared.
-// The bytes have been discarded.
-type MismatchError struct {
-	Size   int64
-	SHA256 string
-}
-
-func (e *MismatchError) Error() string {
-	return fmt.Sprintf("blobfs: received %d bytes with sha256 %s, not what was declared", e.Size, e.SHA256)
-}
-
-// Received describes bytes stored for an upload.
-type Received struct {
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
+var _ blobs.Bytes = (*FS)(nil)
 
 // FS is a blob byte store rooted at one directory.
 type FS struct {
@@ -90,6 +62,9 @@ func Open(dir string) (*FS, error) {
 // Root returns the directory the store lives in.
 func (f *FS) Root() string { return f.root }
 
+// Where names the directory, for a start line.
+func (f *FS) Where() string { return "the data directory (" + f.root + ")" }
+
 func (f *FS) tmpDir() string    { return filepath.Join(f.root, "tmp") }
 func (f *FS) uploadDir() string { return filepath.Join(f.root, "uploads") }
 
@@ -104,20 +79,6 @@ func (f *FS) lock(id string) *sync.Mutex {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	return &f.locks[h.Sum32()%uint32(len(f.locks))]
-}
-
-// ValidSum reports whether sum is a SHA-256 sum as 64 lowercase hex digits.
-func ValidSum(sum string) bool {
-	if len(sum) != 64 {
-		return false
-	}
-	for i := 0; i < len(sum); i++ {
-		c := sum[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // validName guards every name that becomes a path element: upload ids and
@@ -135,37 +96,21 @@ func validName(s string) bool {
 }
 
 func checkNames(ns, sum string) error {
-	if !validName(ns) || !ValidSum(sum) {
+	if !validName(ns) || !blobs.ValidSum(sum) {
 		return fmt.Errorf("blobfs: bad namespace %q or sum %q", ns, sum)
 	}
 	return nil
 }
 
-// readTagged marks errors of the underlying reader as ReadErrors, so they
-// are told apart from failures to write.
-type readTagged struct{ r io.Reader }
-
-func (t readTagged) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && err != io.EOF {
-		if errors.Is(err, ErrTooLarge) {
-			return n, err
-		}
-		return n, &ReadError{Err: err}
-	}
-	return n, err
-}
-
-// Receive stores the bytes of upload id read from r, at most limit of them,
-// hashing them on the way. The bytes replace any received earlier for the
-// same upload. More than limit bytes is ErrTooLarge and nothing is kept.
-func (f *FS) Receive(id string, r io.Reader, limit int64) (Received, error) {
+// Receive stores the bytes in tmp/, fsyncs them, and renames them to the
+// upload's name.
+func (f *FS) Receive(_ context.Context, id string, r io.Reader, limit int64) (blobs.Received, error) {
 	if !validName(id) {
-		return Received{}, fmt.Errorf("blobfs: bad upload id %q", id)
+		return blobs.Received{}, fmt.Errorf("blobfs: bad upload id %q", id)
 	}
 	tmp, err := os.CreateTemp(f.tmpDir(), id+".*.part")
 	if err != nil {
-		return Received{}, fmt.Errorf("blobfs: %w", err)
+		return blobs.Received{}, fmt.Errorf("blobfs: %w", err)
 	}
 	done := false
 	defer func() {
@@ -175,39 +120,35 @@ func (f *FS) Receive(id string, r io.Reader, limit int64) (Received, error) {
 		}
 	}()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(readTagged{r}, limit+1))
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(blobs.Tagged(r), limit+1))
 	if err != nil {
-		return Received{}, err
+		return blobs.Received{}, err
 	}
 	if n > limit {
-		return Received{}, ErrTooLarge
+		return blobs.Received{}, blobs.ErrTooLarge
 	}
 	if err := tmp.Sync(); err != nil {
-		return Received{}, fmt.Errorf("blobfs: %w", err)
+		return blobs.Received{}, fmt.Errorf("blobfs: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return Received{}, fmt.Errorf("blobfs: %w", err)
+		return blobs.Received{}, fmt.Errorf("blobfs: %w", err)
 	}
 	mu := f.lock(id)
 	mu.Lock()
 	err = os.Rename(tmp.Name(), f.uploadPath(id))
 	mu.Unlock()
 	if err != nil {
-		return Received{}, fmt.Errorf("blobfs: %w", err)
+		return blobs.Received{}, fmt.Errorf("blobfs: %w", err)
 	}
 	done = true
 	if err := syncDir(f.uploadDir()); err != nil {
-		return Received{}, err
+		return blobs.Received{}, err
 	}
-	return Received{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return blobs.Received{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// Promote verifies the received bytes of upload id against the declared
-// size and sum and makes them the committed bytes of sum in namespace ns.
-// The upload's file stays until Discard, so a commit that fails after
-// Promote can be retried. Bytes that do not match are discarded and
-// reported as *MismatchError; no bytes at all is ErrNoUpload.
-func (f *FS) Promote(id, ns, sum string, size int64) error {
+// Promote hashes the upload's file and links it to the content address.
+func (f *FS) Promote(_ context.Context, id, ns, sum string, size int64) error {
 	if err := checkNames(ns, sum); err != nil {
 		return err
 	}
@@ -220,7 +161,7 @@ func (f *FS) Promote(id, ns, sum string, size int64) error {
 	src := f.uploadPath(id)
 	got, err := hashFile(src)
 	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNoUpload
+		return blobs.ErrNoUpload
 	}
 	if err != nil {
 		return err
@@ -229,7 +170,7 @@ func (f *FS) Promote(id, ns, sum string, size int64) error {
 		if err := os.Remove(src); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("blobfs: %w", err)
 		}
-		return &MismatchError{Size: got.Size, SHA256: got.SHA256}
+		return &blobs.MismatchError{Size: got.Size, SHA256: got.SHA256}
 	}
 	dst := f.blobPath(ns, sum)
 	if _, err := os.Stat(dst); err == nil {
@@ -264,22 +205,22 @@ func (f *FS) mkdirs(dir string) error {
 	return syncDir(parent)
 }
 
-func hashFile(path string) (Received, error) {
+func hashFile(path string) (blobs.Received, error) {
 	file, err := os.Open(path)
 	if err != nil {
-		return Received{}, err
+		return blobs.Received{}, err
 	}
 	defer file.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, file)
 	if err != nil {
-		return Received{}, fmt.Errorf("blobfs: %w", err)
+		return blobs.Received{}, fmt.Errorf("blobfs: %w", err)
 	}
-	return Received{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return blobs.Received{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// Discard removes the received bytes of upload id, if any.
-func (f *FS) Discard(id string) error {
+// Discard removes the upload's file, if any.
+func (f *FS) Discard(_ context.Context, id string) error {
 	if !validName(id) {
 		return nil
 	}
@@ -292,12 +233,19 @@ func (f *FS) Discard(id string) error {
 	return nil
 }
 
-// Open opens the committed bytes of sum in namespace ns.
-func (f *FS) Open(ns, sum string) (*os.File, error) {
+// Open opens the file at the content address.
+func (f *FS) Open(_ context.Context, ns, sum string) (io.ReadSeekCloser, error) {
 	if err := checkNames(ns, sum); err != nil {
 		return nil, err
 	}
-	return os.Open(f.blobPath(ns, sum))
+	file, err := os.Open(f.blobPath(ns, sum))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %w", blobs.ErrMissing, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blobfs: %w", err)
+	}
+	return file, nil
 }
 
 // Exists reports whether namespace ns holds committed bytes of sum.
@@ -309,9 +257,39 @@ func (f *FS) Exists(ns, sum string) bool {
 	return err == nil
 }
 
-// Remove deletes the committed bytes of sum in namespace ns, if any. The
-// caller makes sure no metadata refers to them.
-func (f *FS) Remove(ns, sum string) error {
+// Each calls fn with the namespace and sum of every blob's committed
+// bytes, a namespace at a time, until fn fails.
+func (f *FS) Each(fn func(ns, sum string) error) error {
+	spaces, err := os.ReadDir(filepath.Join(f.root, "ns"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("blobfs: %w", err)
+	}
+	for _, space := range spaces {
+		ns := space.Name()
+		if !space.IsDir() || !validName(ns) {
+			continue
+		}
+		err := filepath.WalkDir(filepath.Join(f.root, "ns", ns, "sha256"), func(path string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || !d.Type().IsRegular() || !blobs.ValidSum(d.Name()) {
+				return err
+			}
+			return fn(ns, d.Name())
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove deletes the file at the content address, if any.
+func (f *FS) Remove(_ context.Context, ns, sum string) error {
 	if err := checkNames(ns, sum); err != nil {
 		return err
 	}
@@ -321,12 +299,10 @@ func (f *FS) Remove(ns, sum string) error {
 	return nil
 }
 
-// RemoveNamespace deletes every committed byte of namespace ns: what a
-// namespace purge does once the store holds no metadata of it. It is moved
-// aside under tmp/ first (one rename, so a crash never leaves half a
-// namespace's bytes at their names), then removed; SweepFiles clears what a
-// crash left there.
-func (f *FS) RemoveNamespace(ns string) error {
+// RemoveNamespace moves the namespace's directory aside under tmp/ first
+// (one rename, so a crash never leaves half a namespace's bytes at their
+// names), then removes it; Sweep clears what a crash left there.
+func (f *FS) RemoveNamespace(_ context.Context, ns string) error {
 	if !validName(ns) {
 		return fmt.Errorf("blobfs: bad namespace %q", ns)
 	}
@@ -343,11 +319,9 @@ func (f *FS) RemoveNamespace(ns string) error {
 	return nil
 }
 
-// SweepFiles removes files in tmp/ and uploads/ not modified for maxAge:
-// bytes of a crashed receive, or of an upload whose metadata is gone. An
-// upload's file is never older than its declaration, so with maxAge at
-// least the upload lifetime no live upload loses its bytes.
-func (f *FS) SweepFiles(maxAge time.Duration) (int, error) {
+// Sweep removes files in tmp/ and uploads/ not modified for maxAge: bytes
+// of a crashed receive, or of an upload whose metadata is gone.
+func (f *FS) Sweep(_ context.Context, maxAge time.Duration) (int, error) {
 	cutoff := time.Now().Add(-maxAge)
 	removed := 0
 	for _, dir := range []string{f.tmpDir(), f.uploadDir()} {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
-	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/ids"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -28,20 +28,22 @@ const (
 	sweepBatch        = 500
 )
 
-// blobState is the service's part in blobs: the byte store, and locks that
-// keep a commit's "bytes in place, then metadata" apart from the sweep's
-// "no metadata, so remove the bytes" for the same blob.
+// blobState is the service's part in blobs: where their bytes live, and
+// locks that keep a commit's "bytes in place, then metadata" apart from
+// the sweep's "no metadata, so remove the bytes" for the same blob (on
+// this node; on several, a sweep removes only bytes of uploads expired an
+// hour, which no commit can still be promoting).
 type blobState struct {
-	fs    *blobfs.FS
+	bytes blobs.Bytes
 	locks [64]sync.Mutex
 }
 
-// SetBlobs gives the service its blob byte store. Without one, blob routes
-// answer unavailable.
-func (s *Service) SetBlobs(b *blobfs.FS) { s.blob.fs = b }
+// SetBlobs gives the service the store of its blobs' bytes. Without one,
+// blob routes answer unavailable.
+func (s *Service) SetBlobs(b blobs.Bytes) { s.blob.bytes = b }
 
-// Blobs returns the blob byte store (nil if none).
-func (s *Service) Blobs() *blobfs.FS { return s.blob.fs }
+// Blobs returns the store of blob bytes (nil if none).
+func (s *Service) Blobs() blobs.Bytes { return s.blob.bytes }
 
 // MaxBlobBytes is the largest blob upload accepted.
 func (s *Service) MaxBlobBytes() int64 {
@@ -59,7 +61,7 @@ func (s *Service) blobLock(ns, sum string) int {
 
 // blobWriter is the check every blob write step starts with: the write
 // scope on ns, and a byte store to write to.
-func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns, op string) (*auth.Actor, *blobfs.FS, error) {
+func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns, op string) (*auth.Actor, blobs.Bytes, error) {
 	a, err := s.authorize(ctx, a, ns, op)
 	if err != nil {
 		return nil, nil, err
@@ -71,18 +73,18 @@ func (s *Service) blobWriter(ctx context.Context, a *auth.Actor, ns, op string) 
 	return a, fs, nil
 }
 
-func (s *Service) blobStore() (*blobfs.FS, error) {
-	if s.blob.fs == nil {
+func (s *Service) blobStore() (blobs.Bytes, error) {
+	if s.blob.bytes == nil {
 		return nil, tessera.Errorf(tessera.CodeUnavailable, "this server has no blob storage configured")
 	}
-	return s.blob.fs, nil
+	return s.blob.bytes, nil
 }
 
 // ParseSum accepts a SHA-256 as 64 hex digits or as a ref "sha256:<hex>"
 // and returns the lowercase hex.
 func ParseSum(field, v string) (string, error) {
 	sum := strings.TrimPrefix(strings.ToLower(v), "sha256:")
-	if !blobfs.ValidSum(sum) {
+	if !blobs.ValidSum(sum) {
 		return "", tessera.Invalid(field, "%s must be 64 hex digits, optionally prefixed sha256:", field)
 	}
 	return sum, nil
@@ -287,10 +289,10 @@ func (s *Service) UploadBlob(ctx context.Context, a *auth.Actor, ns, id string, 
 		return nil, err
 	}
 	limit := BodyLimit(a, s.MaxBlobBytes())
-	got, err := fs.Receive(id, body, limit)
-	var readErr *blobfs.ReadError
+	got, err := fs.Receive(ctx, id, body, limit)
+	var readErr *blobs.ReadError
 	switch {
-	case errors.Is(err, blobfs.ErrTooLarge):
+	case errors.Is(err, blobs.ErrTooLarge):
 		return nil, uploadTooLarge(limit)
 	case errors.As(err, &readErr):
 		return nil, tessera.Errorf(tessera.CodeInvalidRequest, "the upload body could not be read to its end")
@@ -353,9 +355,9 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 	mu := &s.blob.locks[s.blobLock(ns, u.SHA256)]
 	mu.Lock()
 	defer mu.Unlock()
-	var mismatch *blobfs.MismatchError
-	switch err := fs.Promote(id, ns, u.SHA256, u.Size); {
-	case errors.Is(err, blobfs.ErrNoUpload):
+	var mismatch *blobs.MismatchError
+	switch err := fs.Promote(ctx, id, ns, u.SHA256, u.Size); {
+	case errors.Is(err, blobs.ErrNoUpload):
 		if _, err := s.liveUpload(ctx, a, ns, id); err != nil {
 			return nil, err // committed meanwhile by a concurrent call
 		}
@@ -407,7 +409,7 @@ func (s *Service) CommitBlob(ctx context.Context, a *auth.Actor, ns, id, idemKey
 	s.countReplay(replayed, a, ns, ActBlobCommit)
 	// The metadata is stored; the upload's own name for the bytes goes.
 	// Left behind by a crash, it is swept with the temporary files.
-	_ = fs.Discard(id)
+	_ = fs.Discard(ctx, id)
 	return &out, nil
 }
 
@@ -474,9 +476,17 @@ func (s *Service) OpenBlob(ctx context.Context, a *auth.Actor, ns, sum string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := fs.Open(ns, sum)
+	f, err := fs.Open(ctx, ns, sum)
+	if errors.Is(err, blobs.ErrMissing) {
+		// Metadata without bytes: bytes stored on one node's disk before
+		// the deployment kept them where every node reads them, or a
+		// store that lost them. Not the client's fault, nor a bug here.
+		return nil, nil, store.Unavailable(fmt.Sprintf("the bytes of blob %s are not in this deployment's blob storage (%s); "+
+			"if they were stored on a node's disk, run `tessera admin blobs migrate` there (docs/operations.md)", tessera.BlobRef(sum), fs.Where()),
+			time.Minute, err)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("blob %s of namespace %s has metadata but no bytes: %w", sum, ns, err)
+		return nil, nil, fmt.Errorf("blob %s of namespace %s: %w", sum, ns, err)
 	}
 	return blobInfo(blob), f, nil
 }
@@ -486,7 +496,7 @@ func (s *Service) OpenBlob(ctx context.Context, a *auth.Actor, ns, sum string) (
 // clears temporary files of crashed uploads. The server runs it
 // periodically; it reports how many uploads it deleted.
 func (s *Service) SweepUploads(ctx context.Context) (int, error) {
-	fs := s.blob.fs
+	fs := s.blob.bytes
 	if fs == nil {
 		return 0, nil
 	}
@@ -498,7 +508,7 @@ func (s *Service) SweepUploads(ctx context.Context) (int, error) {
 	})
 	if err != nil || len(expired) == 0 {
 		if err == nil {
-			_, err = fs.SweepFiles(UploadTTL)
+			_, err = fs.Sweep(ctx, UploadTTL)
 		}
 		return 0, err
 	}
@@ -519,7 +529,7 @@ func (s *Service) SweepUploads(ctx context.Context) (int, error) {
 		}
 	}()
 	for _, u := range expired {
-		if err := fs.Discard(u.ID); err != nil {
+		if err := fs.Discard(ctx, u.ID); err != nil {
 			return 0, err
 		}
 	}
@@ -543,11 +553,11 @@ func (s *Service) SweepUploads(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, u := range orphans {
-		if err := fs.Remove(u.Namespace, u.SHA256); err != nil {
+		if err := fs.Remove(ctx, u.Namespace, u.SHA256); err != nil {
 			return 0, err
 		}
 	}
-	_, err = fs.SweepFiles(UploadTTL)
+	_, err = fs.Sweep(ctx, UploadTTL)
 	return len(expired), err
 }
 

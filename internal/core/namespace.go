@@ -70,8 +70,8 @@ func (s *Service) purgeNamespace(ctx context.Context, ns string) (*Purged, error
 		}
 		out.RowsDeleted += n
 	}
-	if fs := s.blob.fs; fs != nil {
-		if err := fs.RemoveNamespace(ns); err != nil {
+	if b := s.blob.bytes; b != nil {
+		if err := b.RemoveNamespace(ctx, ns); err != nil {
 			return nil, err
 		}
 	}

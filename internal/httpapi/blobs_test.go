@@ -12,9 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -81,15 +84,37 @@ func blobStored(t testing.TB, st store.Store, ns, sum string) bool {
 	return err == nil
 }
 
-// blobFile is where blobfs keeps committed bytes (the layout is part of
-// the crash-safety contract).
-func blobFile(root, ns, sum string) string {
-	return filepath.Join(root, "ns", ns, "sha256", sum[:2], sum[2:4], sum)
+// uploadHeld reports whether the server's blob bytes hold what was
+// received for upload id, on either kind of byte store: a probe that
+// promotes them under a sum they cannot have, and so discards them if
+// they are there.
+func (s *testServer) uploadHeld(t *testing.T, id string) bool {
+	t.Helper()
+	err := s.Core.Blobs().Promote(t.Context(), id, "probe", strings.Repeat("0", 64), -1)
+	var mm *blobs.MismatchError
+	switch {
+	case errors.Is(err, blobs.ErrNoUpload):
+		return false
+	case errors.As(err, &mm):
+		return true
+	}
+	t.Fatalf("probing upload %s: %v", id, err)
+	return false
 }
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+// bytesHeld reports whether the server's blob bytes hold sum in ns at
+// its content address.
+func (s *testServer) bytesHeld(t *testing.T, ns, sum string) bool {
+	t.Helper()
+	r, err := s.Core.Blobs().Open(t.Context(), ns, sum)
+	if errors.Is(err, blobs.ErrMissing) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	return true
 }
 
 // Declare, upload, commit; then the bytes read back with their headers,
@@ -135,8 +160,8 @@ func TestBlobThreeCallUpload(t *testing.T) {
 	// The upload is used up: committing again finds nothing, and the
 	// upload's file is gone.
 	wantError(t, s.do("POST", "/v1/blobs/uploads/"+d.UploadID+"/commit", w, nil), 404, "not_found", "")
-	if exists(filepath.Join(s.Core.Blobs().Root(), "uploads", d.UploadID)) {
-		t.Fatal("the committed upload's file is still there")
+	if s.uploadHeld(t, d.UploadID) {
+		t.Fatal("the committed upload's bytes are still there")
 	}
 	// An empty blob is a blob.
 	empty := s.uploadBlob("main", w, []byte{}, nil)
@@ -162,8 +187,7 @@ func TestBlobCommitMismatch(t *testing.T) {
 		t.Fatal("the upload says other bytes match")
 	}
 	wantError(t, s.do("POST", "/v1/blobs/uploads/"+d.UploadID+"/commit", w, nil), 400, "invalid_request", "sha256")
-	root := s.Core.Blobs().Root()
-	if exists(filepath.Join(root, "uploads", d.UploadID)) || exists(blobFile(root, "main", sum(other))) || exists(blobFile(root, "main", sum(data))) {
+	if s.uploadHeld(t, d.UploadID) || s.bytesHeld(t, "main", sum(other)) || s.bytesHeld(t, "main", sum(data)) {
 		t.Fatal("mismatched bytes were kept")
 	}
 	wantError(t, s.do("GET", "/v1/blobs/"+sum(data), w, nil), 404, "not_found", "")
@@ -432,8 +456,8 @@ func TestBlobUploadLimitConfigured(t *testing.T) {
 		t.Fatalf("declare: %+v", d)
 	}
 	wantError(t, s.do("PUT", "/v1/blobs/uploads/"+d.UploadID, w, append(bytes.Clone(data), 'z')), 413, "payload_too_large", "")
-	if entries, _ := os.ReadDir(filepath.Join(s.Core.Blobs().Root(), "tmp")); len(entries) != 0 {
-		t.Fatalf("a refused upload left %d temporary files", len(entries))
+	if s.uploadHeld(t, d.UploadID) {
+		t.Fatal("a refused upload left its bytes")
 	}
 	s.must(200, "PUT", "/v1/blobs/uploads/"+d.UploadID, w, data)
 	s.must(200, "POST", "/v1/blobs/uploads/"+d.UploadID+"/commit", w, nil)
@@ -538,7 +562,7 @@ func TestBlobSweep(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
-	if exists(filepath.Join(s.Core.Blobs().Root(), "uploads", d.UploadID)) {
+	if s.uploadHeld(t, d.UploadID) {
 		t.Fatal("swept upload's bytes are still there")
 	}
 	err = s.DB.View(context.Background(), func(tx store.Tx) error {
@@ -566,7 +590,7 @@ func TestBlobCrashBetweenUploadAndCommit(t *testing.T) {
 	s, _ = serverAt(t, dir, clock)
 	wantError(t, s.do("GET", "/v1/blobs/"+sum(data), w, nil), 404, "not_found", "")
 	wantError(t, s.do("GET", "/v1/blobs/"+sum(data)+"/meta", w, nil), 404, "not_found", "")
-	if blobStored(t, s.DB, "main", sum(data)) || exists(blobFile(filepath.Join(dir, "blobs"), "main", sum(data))) {
+	if blobStored(t, s.DB, "main", sum(data)) || s.bytesHeld(t, "main", sum(data)) {
 		t.Fatal("an uncommitted upload is a blob after the restart")
 	}
 	s.must(200, "POST", "/v1/blobs/uploads/"+d.UploadID+"/commit", w, nil)
@@ -580,7 +604,6 @@ func TestBlobCrashBetweenUploadAndCommit(t *testing.T) {
 // commit completes; an abandoned one is swept with its upload.
 func TestBlobCrashInsideCommit(t *testing.T) {
 	dir := t.TempDir()
-	root := filepath.Join(dir, "blobs")
 	clock := tessera.NewManualClock(time.Now())
 	s, stop := serverAt(t, dir, clock)
 	w, _ := s.newKey("agent", "namespace:main", "write", "read")
@@ -590,7 +613,7 @@ func TestBlobCrashInsideCommit(t *testing.T) {
 		d := s.declare(201, "main", w, data, nil)
 		s.must(200, "PUT", "/v1/blobs/uploads/"+d.UploadID, w, data)
 		// The commit's first step, then the "crash".
-		if err := s.Core.Blobs().Promote(d.UploadID, "main", sum(data), int64(len(data))); err != nil {
+		if err := s.Core.Blobs().Promote(t.Context(), d.UploadID, "main", sum(data), int64(len(data))); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, d.UploadID)
@@ -599,7 +622,7 @@ func TestBlobCrashInsideCommit(t *testing.T) {
 
 	s, _ = serverAt(t, dir, clock)
 	for _, data := range [][]byte{retried, abandoned} {
-		if !exists(blobFile(root, "main", sum(data))) {
+		if !s.bytesHeld(t, "main", sum(data)) {
 			t.Fatal("the simulated crash did not place the bytes")
 		}
 		wantError(t, s.do("GET", "/v1/blobs/"+sum(data), w, nil), 404, "not_found", "")
@@ -611,15 +634,17 @@ func TestBlobCrashInsideCommit(t *testing.T) {
 	if n, err := s.Core.SweepUploads(context.Background()); err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
-	if exists(blobFile(root, "main", sum(abandoned))) || exists(filepath.Join(root, "uploads", ids[1])) {
+	if s.bytesHeld(t, "main", sum(abandoned)) || s.uploadHeld(t, ids[1]) {
 		t.Fatal("the abandoned commit's bytes survived the sweep")
 	}
-	if !exists(blobFile(root, "main", sum(retried))) {
+	if !s.bytesHeld(t, "main", sum(retried)) {
 		t.Fatal("the sweep removed a committed blob's bytes")
 	}
 	s.must(200, "GET", "/v1/blobs/"+sum(retried), w, nil)
-	if entries, err := os.ReadDir(filepath.Join(root, "tmp")); err != nil || len(entries) != 0 {
-		t.Fatalf("temporary files left: %v %v", entries, err)
+	if disk, ok := s.Core.Blobs().(*blobfs.FS); ok {
+		if entries, err := os.ReadDir(filepath.Join(disk.Root(), "tmp")); err != nil || len(entries) != 0 {
+			t.Fatalf("temporary files left: %v %v", entries, err)
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package httpapi_test
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -146,9 +144,8 @@ func TestNamespacePurge(t *testing.T) {
 		s.putRecord(201, ns, key, "notes/a", map[string]any{"value": map[string]any{"n": 1}})
 		blobs = append(blobs, s.uploadBlob(ns, key, []byte("bytes of "+ns), nil))
 	}
-	doomedBytes := filepath.Join(s.Dir, "blobs", "ns", "doomed")
-	if _, err := os.Stat(doomedBytes); err != nil {
-		t.Fatalf("the doomed namespace's bytes are not where the test looks: %v", err)
+	if !s.bytesHeld(t, "doomed", blobs[0].SHA256) {
+		t.Fatal("the doomed namespace's bytes are not where the test looks")
 	}
 
 	wantError(t, s.do("DELETE", "/v1/admin/namespaces/doomed", key, nil), 403, "forbidden", "")
@@ -167,8 +164,8 @@ func TestNamespacePurge(t *testing.T) {
 	if names := s.namespaces(); slices.Contains(names, "doomed") || !slices.Contains(names, "kept") {
 		t.Errorf("namespaces after the purge: %v", names)
 	}
-	if _, err := os.Stat(doomedBytes); !os.IsNotExist(err) {
-		t.Errorf("the purged namespace's bytes are still on disk: %v", err)
+	if s.bytesHeld(t, "doomed", blobs[0].SHA256) {
+		t.Error("the purged namespace's bytes are still stored")
 	}
 	if ids := s.listIDs("doomed", key, ""); len(ids) != 0 {
 		t.Errorf("tasks after the purge: %v", ids)

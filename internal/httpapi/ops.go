@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tessera-dev/tessera/internal/auth"
-	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/ops"
@@ -238,7 +238,7 @@ func (b uploadBody) Read(p []byte) (int, error) {
 	n, err := b.r.Body.Read(p)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		err = blobfs.ErrTooLarge
+		err = blobs.ErrTooLarge
 	}
 	return n, err
 }

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -289,12 +287,11 @@ func TestSessionPurge(t *testing.T) {
 	sess := s.mint("198.51.100.6")
 	kept := s.mint("198.51.100.8")
 	c := s.claim(sess.Namespace, sess.Key, core.PracticeQueue)
-	s.uploadBlob(sess.Namespace, sess.Key, []byte("doomed bytes"), map[string]any{"lease_token": c.Lease.Token})
+	doomed := s.uploadBlob(sess.Namespace, sess.Key, []byte("doomed bytes"), map[string]any{"lease_token": c.Lease.Token})
 	s.putRecord(201, sess.Namespace, sess.Key, "practice/notes", map[string]any{"value": 1})
 	s.must(200, "GET", "/v1/me", kept.Key, nil)
-	bytesDir := filepath.Join(s.Dir, "blobs", "ns", sess.Namespace)
-	if _, err := os.Stat(bytesDir); err != nil {
-		t.Fatalf("the session's bytes are not where the test looks: %v", err)
+	if !s.bytesHeld(t, sess.Namespace, doomed.SHA256) {
+		t.Fatal("the session's bytes are not where the test looks")
 	}
 
 	s.Clock.Advance(core.SessionLifetime + time.Minute)
@@ -307,8 +304,8 @@ func TestSessionPurge(t *testing.T) {
 			t.Errorf("namespace %s survived its session", ns)
 		}
 	}
-	if _, err := os.Stat(bytesDir); !os.IsNotExist(err) {
-		t.Errorf("the session's blob bytes survived it: %v", err)
+	if s.bytesHeld(t, sess.Namespace, doomed.SHA256) {
+		t.Error("the session's blob bytes survived it")
 	}
 	var ps struct {
 		Principals []tessera.Principal `json:"principals"`

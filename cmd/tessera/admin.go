@@ -6,37 +6,47 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/core"
-	"github.com/tessera-dev/tessera/internal/meter"
-	"github.com/tessera-dev/tessera/internal/store/sqlite"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
-// adminCreateKey creates an admin principal and key against the data
-// directory directly, without a running server, and prints the key.
+// adminCreateKey creates an admin principal and key in an existing store
+// directly, without a running server, and prints the key.
 func adminCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin create-key", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", "./tessera-data", "data directory")
+	data := fs.String("data", "./tessera-data", "data directory of a store on SQLite")
+	storeKind := fs.String("store", "sqlite", "the store: sqlite (in --data), or the postgres:// URL the nodes serve from")
 	name := fs.String("display-name", "admin", "display name of the new principal")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return err
-	}
-	clock := tessera.SystemClock{}
-	db, err := sqlite.Open(ctx, filepath.Join(*data, "tessera.db"), meter.New(clock))
+	db, closeDB, err := app.OpenExisting(ctx, app.Options{DataDir: *data, Store: *storeKind})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	key, err := core.CreateAdminKey(ctx, db, clock, os.Getenv("TESSERA_ADMIN_KEY"), *name)
+	defer closeDB()
+	key, err := core.CreateAdminKey(ctx, db, tessera.SystemClock{}, os.Getenv("TESSERA_ADMIN_KEY"), *name)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, key)
 	return nil
+}
+
+// adminBlobsMigrate copies the blob bytes of a node's data directory into
+// the PostgreSQL store's database (app.MigrateBlobs).
+func adminBlobsMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin blobs migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./tessera-data", "data directory of the node whose blob bytes (--data/blobs) move")
+	storeURL := fs.String("store", "", "the postgres:// URL the nodes serve from (--store of tessera serve)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	done, err := app.MigrateBlobs(ctx, app.Options{DataDir: *data, Store: *storeURL}, stdout)
+	fmt.Fprintf(stdout, "%d moved, %d already there, %d named by no blob and left\n", done.Moved, done.Present, done.Unnamed)
+	return err
 }

@@ -462,11 +462,21 @@ func createKey(t *testing.T, bin, dir string, env ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// README: `tessera admin create-key --data DIR` makes an admin key offline
-// that then works against a server on that directory.
+// README: `tessera admin create-key --data DIR` makes another admin key
+// offline that then works against a server on that directory; on a
+// directory that holds no store yet it makes none, and says so.
 func TestAdminCreateKeyAuthenticates(t *testing.T) {
 	bin := buildTessera(t)
 	dir := t.TempDir()
+
+	if key, err := createKey(t, bin, dir); err == nil || !strings.Contains(err.Error(), "no store in") {
+		t.Fatalf("create-key on an empty directory: %q, %v; want a refusal naming it", key, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused create-key left %d files in the directory", len(entries))
+	}
+	first := startServer(t, bin, dir)
+	first.kill()
 
 	offline, err := createKey(t, bin, dir)
 	if err != nil {
@@ -476,11 +486,11 @@ func TestAdminCreateKeyAuthenticates(t *testing.T) {
 		t.Fatalf("create-key printed %q, not a key: %v", offline, err)
 	}
 
-	// No TESSERA_ADMIN_KEY: the store already has a principal, so the
-	// server creates nothing and only the offline key can get in.
+	// No TESSERA_ADMIN_KEY: the store already has principals, so the
+	// server creates nothing and the offline key gets in.
 	srv := startServer(t, bin, dir)
-	if strings.Contains(srv.stderr.String(), "created the first admin key") {
-		t.Errorf("the server bootstrapped another admin key over an existing one")
+	if strings.Contains(srv.stderr.String(), "first admin key") {
+		t.Errorf("the server bootstrapped another admin key over existing ones")
 	}
 	var me struct {
 		Key struct {

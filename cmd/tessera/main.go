@@ -21,6 +21,7 @@ const usage = `usage: tessera [client flags] <command> [flags]
 server:
   serve              run the server (see tessera serve -h)
   admin create-key   create an admin principal and key, offline
+  admin blobs migrate  move a node's blob bytes into the PostgreSQL store
   bench rows         measure the storage rows each kind of request costs
   bench load         measure tasks/s over HTTP against a no-op baseline, and verify
   version            print the version and commit (also tessera --version)
@@ -109,11 +110,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
 	case "admin":
-		if len(args) < 2 || args[1] != "create-key" {
-			fmt.Fprint(stderr, usage)
-			return usagef("unknown admin command")
+		switch {
+		case len(args) >= 2 && args[1] == "create-key":
+			return adminCreateKey(ctx, args[2:], stdout, stderr)
+		case len(args) >= 3 && args[1] == "blobs" && args[2] == "migrate":
+			return adminBlobsMigrate(ctx, args[3:], stdout, stderr)
 		}
-		return adminCreateKey(ctx, args[2:], stdout, stderr)
+		fmt.Fprint(stderr, usage)
+		return usagef("unknown admin command")
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "tasks":

@@ -28,6 +28,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
 	storeKind := fs.String("store", "sqlite", "storage backend: sqlite (a file in --data), or a postgres:// URL several nodes share")
+	blobsKind := fs.String("blobs", "", "where blob bytes live: local (--data/blobs) or postgres (the --store database, where every node reads them) (default: postgres with a postgres:// --store, else local)")
 	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>, 127.0.0.1 for an unspecified host)")
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
@@ -115,7 +116,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*publicURL = "http://" + reachable(ln.Addr())
 	}
 	httpCfg.PublicURL, httpCfg.MetricsPublic, httpCfg.TrustProxy = *publicURL, *metricsPublic, proxies
-	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Core: cfg, Allowance: allowance, Log: log,
+	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Blobs: *blobsKind, Core: cfg, Allowance: allowance, Log: log,
 		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpCfg})
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "console", *publicURL+"/console", "store", a.Where, "data", dataDir,
+	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "console", *publicURL+"/console", "store", a.Where, "blobs", a.BlobsWhere, "data", dataDir,
 		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns,
 		"max_connections_per_address", httpCfg.ConnsPerAddress, "keyless_rate", httpCfg.KeylessRate, "keyless_burst", httpCfg.KeylessBurst)
 	if a.CreatedKey != "" {

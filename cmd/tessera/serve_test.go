@@ -73,9 +73,9 @@ func serveFails(t *testing.T, args ...string) (string, error) {
 }
 
 // The first start prints where the server is — its URL, the board, the
-// store and the data directory — and the admin key it made, ready to
-// export; the key works. A restart on the same store prints the same
-// place and no key.
+// store, where blob bytes live and the data directory — and the admin
+// key it made, ready to export; the key works. A restart on the same
+// store prints the same place and no key.
 func TestTheFirstStartSaysWhereAndHowToConnect(t *testing.T) {
 	addr := freeAddr(t)
 	data := filepath.Join(t.TempDir(), "data")
@@ -83,7 +83,8 @@ func TestTheFirstStartSaysWhereAndHowToConnect(t *testing.T) {
 	out := s.stderr.String()
 	abs, _ := filepath.Abs(data)
 	base := "http://" + addr
-	want := fmt.Sprintf(`msg="tessera serving" url=%s board=%s/board console=%s/console store="sqlite %s" data=%s `, base, base, base, filepath.Join(abs, "tessera.db"), abs)
+	want := fmt.Sprintf(`msg="tessera serving" url=%s board=%s/board console=%s/console store="sqlite %s" blobs="the data directory (%s)" data=%s `,
+		base, base, base, filepath.Join(abs, "tessera.db"), filepath.Join(abs, "blobs"), abs)
 	if !strings.Contains(out, want) {
 		t.Fatalf("the start line lacks\n%s\n--- stderr\n%s", want, out)
 	}

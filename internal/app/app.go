@@ -16,6 +16,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/blobfs"
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -35,6 +36,10 @@ type Options struct {
 	// Store is the backend: "" or "sqlite" for the SQLite file in DataDir,
 	// or a postgres:// (postgresql://) URL, which several nodes may share.
 	Store string
+	// Blobs is where blob bytes live: "local" (DataDir/blobs) or
+	// "postgres" (the PostgreSQL store's database); "" picks postgres
+	// with a PostgreSQL store, local with SQLite.
+	Blobs string
 	Clock tessera.Clock
 	Core  core.Config
 	HTTP  httpapi.Config
@@ -62,6 +67,8 @@ type App struct {
 	// the file's path, or "postgres" with host, port, database and schema
 	// (never a password).
 	Where string
+	// BlobsWhere says where blob bytes live, for the start line.
+	BlobsWhere string
 
 	closeStore func() error
 	stopMeter  func()
@@ -134,9 +141,10 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.Core.Log = o.Log
 	}
 	a.Core = core.New(a.Store, auth.NewAuthenticator(a.Store, o.Clock, KeyCacheTTL), m, o.Clock, o.Core)
-	blobs, err := blobfs.Open(filepath.Join(o.DataDir, "blobs"))
+	bytes, err := openBlobs(o, db)
 	if err == nil {
-		a.Core.SetBlobs(blobs)
+		a.Core.SetBlobs(bytes)
+		a.BlobsWhere = bytes.Where()
 		a.API, err = httpapi.New(a.Core, o.Log, o.HTTP)
 	}
 	if err != nil {
@@ -185,6 +193,30 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, string,
 	return nil, "", fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
 }
 
+// openBlobs opens where blob bytes live (Options.Blobs). With several
+// nodes on one PostgreSQL database, bytes on a node's disk are that
+// node's alone, hence the default.
+func openBlobs(o Options, db backend) (blobs.Bytes, error) {
+	shared, inDB := db.(interface{ Blobs() blobs.Bytes })
+	kind := o.Blobs
+	if kind == "" {
+		kind = "local"
+		if inDB {
+			kind = "postgres"
+		}
+	}
+	switch kind {
+	case "local":
+		return blobfs.Open(filepath.Join(o.DataDir, "blobs"))
+	case "postgres":
+		if !inDB {
+			return nil, errors.New("--blobs postgres keeps blob bytes in the --store database: it needs a postgres:// --store")
+		}
+		return shared.Blobs(), nil
+	}
+	return nil, fmt.Errorf("--blobs %q: want local or postgres", kind)
+}
+
 // isSQLite reports whether store names the SQLite store in the data
 // directory.
 func isSQLite(store string) bool { return store == "" || store == "sqlite" }
@@ -199,4 +231,42 @@ func (a *App) Close() error {
 	err := errors.Join(a.Meter.Sync(context.Background()), a.closeStore())
 	a.unlock()
 	return err
+}
+
+// OpenExisting opens the store o names for an operator's tool: like a
+// server would, but refusing to make a store where there is none (a
+// mistyped --data or schema says so, instead of getting an empty store).
+func OpenExisting(ctx context.Context, o Options) (store.Store, func() error, error) {
+	clock := o.Clock
+	if clock == nil {
+		clock = tessera.SystemClock{}
+	}
+	m := meter.New(clock)
+	var db backend
+	switch {
+	case isSQLite(o.Store):
+		path := filepath.Join(o.DataDir, "tessera.db")
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, fmt.Errorf("no store in %s (%w): start `tessera serve --data %s` once to make one, or name another with --data or --store", o.DataDir, err, o.DataDir)
+		}
+		s, err := sqlite.Open(ctx, path, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		db = s
+	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
+		s, err := postgres.Open(ctx, o.Store, m, postgres.Existing())
+		if err != nil {
+			return nil, nil, err
+		}
+		db = s
+	default:
+		return nil, nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
+	}
+	if err := m.Attach(ctx, db); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	// The rows the tool wrote count, as a server's do.
+	return db, func() error { return errors.Join(m.Sync(context.Background()), db.Close()) }, nil
 }

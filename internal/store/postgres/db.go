@@ -63,6 +63,9 @@ type DB struct {
 	notifier *notifier
 	// probeEvery and probeDeadline pace the listener's probes.
 	probeEvery, probeDeadline time.Duration
+	// existing: Open refuses a schema that holds no store yet, instead of
+	// making one (the operator tools).
+	existing bool
 
 	closeOnce sync.Once
 }
@@ -74,6 +77,10 @@ var (
 
 // Option configures Open.
 type Option func(*DB)
+
+// Existing makes Open refuse a schema that holds no store yet, instead of
+// making one: a tool pointed at the wrong schema says so.
+func Existing() Option { return func(db *DB) { db.existing = true } }
 
 // WithLogger sets where the store reports what it recovers from by itself
 // (a notification connection that dropped and was made again).

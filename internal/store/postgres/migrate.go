@@ -42,6 +42,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	if version > 0 {
 		db.meter.Add(ctx, 0, 1) // the meta row
 	}
+	if version == 0 && db.existing {
+		return fmt.Errorf("postgres: schema %s holds no Tessera store: start `tessera serve --store …` on it once to make one", db.schema)
+	}
 	if version >= len(files) {
 		return nil
 	}

@@ -107,6 +107,9 @@ func (c *Client) Work(ctx context.Context, queue string, handler Handler, opts W
 	}
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
+	// A worker says it is up, so a log shows it alive before its first task.
+	c.log.Info("tessera: working", "queue", queue, "concurrency", opts.Concurrency, "lease_seconds", opts.LeaseSeconds,
+		"capabilities", opts.Capabilities, "max_tasks", opts.MaxTasks)
 	slots := make(chan struct{}, opts.Concurrency)
 	var running sync.WaitGroup
 	fatal := c.claimLoop(ctx, ClaimRequest{Queue: queue, LeaseSeconds: opts.LeaseSeconds, Capabilities: opts.Capabilities}, opts.MaxTasks, slots, func(cl *Claim) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -243,3 +244,39 @@ func TestWorkBatchesClaimsAndSubmits(t *testing.T) {
 		t.Errorf("no batch submit: %v", log.seen)
 	}
 }
+
+// A worker with a logger says it is up before any task comes, then a
+// line per task claimed and submitted.
+func TestWorkSaysItIsUp(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	var logs strings.Builder
+	var mu sync.Mutex
+	c, err := client.New(srv.URL, client.WithKey(testserver.AdminKey), client.WithLogger(slog.New(slog.NewTextHandler(
+		writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := enqueueN(t, c, "up", "x")
+	err = c.Work(context.Background(), "up", func(context.Context, *client.Job) (any, error) { return nil, nil },
+		client.WorkOptions{MaxTasks: 1, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	want := []string{`msg="tessera: working" queue=up concurrency=2`, `msg="tessera: task claimed" task=` + ids[0],
+		`msg="tessera: task submitted" task=` + ids[0]}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %d lines, want %d:\n%s", len(lines), len(want), logs.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: %s\nwant it to hold %s", i+1, lines[i], w)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -103,7 +103,11 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	}
 	code := res.outcome()
 	x.metrics.observe(op, r.Transport, res, code, elapsed)
-	x.log.LogAttrs(ctx, slog.LevelInfo, "op", slog.String("op", op.Name), slog.String("transport", r.Transport),
+	level := slog.LevelInfo
+	if res.Status == StatusClientClosed {
+		level = slog.LevelDebug // a client that went away (a long-poll's timeout, a hang-up) is routine, not news
+	}
+	x.log.LogAttrs(ctx, level, "op", slog.String("op", op.Name), slog.String("transport", r.Transport),
 		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
 		slog.Int64("duration_ms", elapsed.Milliseconds()),
 		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load()))

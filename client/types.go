@@ -55,7 +55,10 @@ type Task struct {
 	Error           string          `json:"error,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
 	Lease           *Lease          `json:"lease,omitempty"`
-	Runs            []Run           `json:"runs,omitempty"`
+	// LeaseLapsed says the lease is past its expiry: the task goes back
+	// to its queue (or dies) as soon as a claim or its holder notices.
+	LeaseLapsed bool  `json:"lease_lapsed,omitempty"`
+	Runs        []Run `json:"runs,omitempty"`
 	// Dependency is what the task waits on, for a task enqueued after
 	// others (EnqueueRequest.After).
 	Dependency *Dependency `json:"dependency,omitempty"`

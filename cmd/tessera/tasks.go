@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -246,6 +247,19 @@ func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if t.CancelRequested {
 			fmt.Fprintln(w, "cancel\trequested")
 		}
+		if l := t.Lease; l != nil {
+			lapsed := ""
+			if t.LeaseLapsed {
+				lapsed = " (lapsed: back to its queue when a claim notices)"
+			}
+			fmt.Fprintf(w, "lease\trun %s, held by %s, expires %s%s\n", l.RunID, l.Holder, l.ExpiresAt.Format(time.RFC3339), lapsed)
+		}
+		if d := t.Dependency; d != nil {
+			fmt.Fprintf(w, "after\t%s\nwaits on\t%d of %d (on a parent's failure: %s)\n", strings.Join(d.After, ","), d.WaitingOn, len(d.After), d.OnParentFailure)
+		}
+		if cp := t.Checkpoint; cp != nil {
+			fmt.Fprintf(w, "checkpoint\t%s (attempt %d, %s)\n", oneLine(string(cp.Value), 200), cp.Attempt, cp.At.Format(time.RFC3339))
+		}
 		if len(t.Runs) > 0 {
 			fmt.Fprintln(w, "\nRUN\tATTEMPT\tHOLDER\tSTARTED\tOUTCOME")
 			for _, r := range t.Runs {
@@ -276,7 +290,9 @@ func countsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	states := tessera.States
+	// Leases past their expiry that no claim noticed yet are counted
+	// apart from the live ones (core.CountLapsed).
+	states := slices.Insert(slices.Clone(tessera.States), slices.Index(tessera.States, tessera.StateLeased)+1, core.CountLapsed)
 	queues := make([]string, 0, len(counts))
 	for q := range counts {
 		queues = append(queues, q)

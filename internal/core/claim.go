@@ -630,7 +630,7 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 				return err
 			}
 			out = *task
-			out.State = out.VisibleState(now) // remembered as sent
+			out.Show(now) // remembered as sent
 			return nil
 		})
 		return err
@@ -639,7 +639,7 @@ func (s *Service) Submit(ctx context.Context, a *auth.Actor, ns, id string, p Su
 		return nil, err
 	}
 	s.countReplay(replayed, a, ns, ActSubmit)
-	out.State = out.VisibleState(s.clock.Now())
+	out.Show(s.clock.Now())
 	return &out, nil
 }
 
@@ -666,7 +666,7 @@ func (s *Service) Release(ctx context.Context, a *auth.Actor, ns, id string, p R
 	if err != nil {
 		return nil, err
 	}
-	out.State = out.VisibleState(s.clock.Now())
+	out.Show(s.clock.Now())
 	return out, nil
 }
 

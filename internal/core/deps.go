@@ -373,7 +373,10 @@ func (s *Service) Dependents(ctx context.Context, a *auth.Actor, ns, id, cursor 
 			if err != nil {
 				return err
 			}
-			task.State = task.VisibleState(now)
+			if task.Dependency, err = s.dependency(ctx, tx, task); err != nil {
+				return err
+			}
+			task.Show(now)
 			page.Tasks = append(page.Tasks, *task)
 		}
 		return nil

@@ -84,7 +84,7 @@ func (s *Service) SubmitBatch(ctx context.Context, a *auth.Actor, ns string, ite
 	now := s.clock.Now()
 	for _, r := range out.Results {
 		if r.Task != nil {
-			r.Task.State = r.Task.VisibleState(now)
+			r.Task.Show(now)
 		}
 	}
 	return &out, nil
@@ -111,7 +111,7 @@ func (s *Service) submitItems(ctx context.Context, tx store.Tx, ev *tessera.Audi
 			return err
 		}
 		done := *task
-		done.State = done.VisibleState(now) // remembered as sent
+		done.Show(now) // remembered as sent
 		res.Task = &done
 		ended = append(ended, &tessera.AuditEvent{Time: now, Namespace: ns, PrincipalID: ev.PrincipalID, KeyID: ev.KeyID,
 			Action: ActSubmit, Target: task.ID, RunID: task.Run.ID, Status: 200, Public: task.Public})

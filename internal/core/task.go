@@ -154,7 +154,7 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 			out = *task
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
-			out.State = out.VisibleState(now)
+			out.Show(now)
 			return nil
 		})
 		return err
@@ -163,7 +163,7 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		return nil, err
 	}
 	s.countReplay(replayed, a, ns, ActTaskEnqueue)
-	out.State = out.VisibleState(s.clock.Now())
+	out.Show(s.clock.Now())
 	return &out, nil
 }
 
@@ -238,7 +238,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, ta
 	s.countReplay(replayed, a, ns, ActTaskEnqueueBatch)
 	now = s.clock.Now()
 	for i := range out.Tasks {
-		out.Tasks[i].State = out.Tasks[i].VisibleState(now)
+		out.Tasks[i].Show(now)
 	}
 	return &out, nil
 }
@@ -311,7 +311,7 @@ func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*t
 	if err != nil {
 		return nil, err
 	}
-	task.State = task.VisibleState(s.clock.Now())
+	task.Show(s.clock.Now())
 	return task, nil
 }
 
@@ -365,7 +365,7 @@ func (s *Service) ListTasks(ctx context.Context, a *auth.Actor, ns string, p Lis
 			page.NextCursor = encodeCursor(tasks[n-1].ID)
 		}
 		for i := range tasks {
-			tasks[i].State = tasks[i].VisibleState(now)
+			tasks[i].Show(now)
 		}
 		page.Tasks = append(page.Tasks, tasks...)
 		return nil
@@ -387,7 +387,7 @@ func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[str
 		if err != nil {
 			return err
 		}
-		var ready []string
+		var ready, leased []string
 		for _, c := range counts {
 			if c.Count == 0 {
 				continue
@@ -396,22 +396,43 @@ func (s *Service) Counts(ctx context.Context, a *auth.Actor, ns string) (map[str
 				out[c.Queue] = map[string]int{}
 			}
 			out[c.Queue][c.State] = c.Count
-			if c.State == tessera.StateReady {
+			switch c.State {
+			case tessera.StateReady:
 				ready = append(ready, c.Queue)
+			case tessera.StateLeased:
+				leased = append(leased, c.Queue)
 			}
 		}
-		// Ready is stored for scheduled tasks too: the scheduled ones are
-		// told apart through the ready index, costing what they number.
-		scheduled, err := tx.TaskScheduled(ctx, ns, ready, s.clock.Now(), store.AllTasks)
-		for q, n := range scheduled {
-			out[q][tessera.StateScheduled] = n
-			if out[q][tessera.StateReady] -= n; out[q][tessera.StateReady] == 0 {
-				delete(out[q], tessera.StateReady)
-			}
+		now := s.clock.Now()
+		// Ready is stored for scheduled tasks too, and leased for leases
+		// past their expiry that no claim noticed yet: each is told apart
+		// through its index, costing what it numbers.
+		scheduled, err := tx.TaskScheduled(ctx, ns, ready, now, store.AllTasks)
+		if err != nil {
+			return err
 		}
+		moveCounts(out, scheduled, tessera.StateReady, tessera.StateScheduled)
+		lapsed, err := tx.TaskLapsedCounts(ctx, ns, leased, now, store.AllTasks)
+		moveCounts(out, lapsed, tessera.StateLeased, CountLapsed)
 		return err
 	})
 	return out, err
+}
+
+// CountLapsed is the key of GET /v1/counts under which a queue's leases
+// past their expiry are counted, out of leased: tasks that go back to
+// their queue (or die) as soon as a claim or their holder notices.
+const CountLapsed = "lapsed"
+
+// moveCounts moves n[q] tasks of each queue q from one key of out to
+// another.
+func moveCounts(out map[string]map[string]int, n map[string]int, from, to string) {
+	for q, k := range n {
+		out[q][to] = k
+		if out[q][from] -= k; out[q][from] == 0 {
+			delete(out[q], from)
+		}
+	}
 }
 
 // Task state changes a producer makes (§1).
@@ -451,7 +472,7 @@ func (s *Service) ChangeTask(ctx context.Context, a *auth.Actor, ns, id string, 
 	if err != nil {
 		return nil, err
 	}
-	task.State = task.VisibleState(s.clock.Now())
+	task.Show(s.clock.Now())
 	return task, nil
 }
 

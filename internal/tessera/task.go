@@ -69,6 +69,10 @@ type Task struct {
 	Version int64 `json:"-"`
 	// Lease is the live (or lapsed but unnoticed) lease, without its token.
 	Lease *Lease `json:"lease,omitempty"`
+	// LeaseLapsed, on a leased task read, says its lease is past its
+	// expiry: the task goes back to its queue (or dies) as soon as a claim
+	// or its holder notices; set by Show.
+	LeaseLapsed bool `json:"lease_lapsed,omitempty"`
 	// Dependency is what the task waits on, for a task enqueued after
 	// others; nil for any other.
 	Dependency *Dependency `json:"dependency,omitempty"`
@@ -81,6 +85,13 @@ type Task struct {
 	// their own; an earlier run moves to the history when a claim starts
 	// the next.
 	Run *Run `json:"-"`
+}
+
+// Show makes t what a client sees at now: its visible state, and whether
+// its lease has lapsed.
+func (t *Task) Show(now time.Time) {
+	t.State = t.VisibleState(now)
+	t.LeaseLapsed = t.State == StateLeased && t.Lease != nil && !now.Before(t.Lease.ExpiresAt)
 }
 
 // VisibleState is the state a client sees at now: a ready task whose run_at

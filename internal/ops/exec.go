@@ -197,24 +197,31 @@ func (x *Exec) count(op *Op, c *Call, res *Result) {
 	x.core.Count(principal, ns, op.Name, res.outcome())
 }
 
-// Budget is the long-poll time the calls of one request share.
+// Budget is the long-poll time the calls of one request share: together
+// they wait no longer than the longest any one of them may (a batch of
+// claims, a claim's 20 s; with an events call in it, that call's 30 s),
+// and never longer than the budget's cap.
 type Budget struct {
-	mu   sync.Mutex
-	left time.Duration
+	mu                  sync.Mutex
+	cap, longest, spent time.Duration
 }
 
-// NewBudget returns a budget of d.
-func NewBudget(d time.Duration) *Budget { return &Budget{left: d} }
+// NewBudget returns a budget capped at d.
+func NewBudget(d time.Duration) *Budget { return &Budget{cap: d} }
 
-func (b *Budget) remaining() time.Duration {
+// allow is how long a call that may wait at most most, asking asked,
+// waits now: what is left of the longest wait of the request's calls so
+// far, this one's included.
+func (b *Budget) allow(asked, most time.Duration) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.left
+	b.longest = max(b.longest, most)
+	return max(min(asked, min(b.cap, b.longest)-b.spent), 0)
 }
 
 func (b *Budget) spend(d time.Duration) {
 	b.mu.Lock()
-	b.left = max(b.left-d, 0)
+	b.spent += d
 	b.mu.Unlock()
 }
 

@@ -120,19 +120,20 @@ type Call struct {
 	PublicURL string
 }
 
-// Wait bounds a long-poll's wait by what is left of the request's budget:
-// a batch of calls shares one (Budget), so a batch of long-polls holds its
-// connection no longer than one call may.
-func (c *Call) Wait(asked time.Duration) time.Duration {
+// Wait bounds a long-poll's wait, asked of a call that may wait at most
+// most, by what is left of the request's budget: a batch of calls shares
+// one (Budget), so a batch of long-polls holds its connection no longer
+// than the longest of them may.
+func (c *Call) Wait(asked, most time.Duration) time.Duration {
 	if c.budget == nil {
 		return asked
 	}
-	return min(asked, c.budget.remaining())
+	return c.budget.allow(asked, most)
 }
 
 // waitSeconds is Wait of a claim's wait_seconds.
 func (c *Call) waitSeconds(asked int) int {
-	return int(c.Wait(time.Duration(asked) * time.Second).Seconds())
+	return int(c.Wait(time.Duration(asked)*time.Second, core.MaxClaimWait*time.Second).Seconds())
 }
 
 // op declares an operation with a typed run function.

@@ -302,7 +302,7 @@ var claimOps = []*Op{
 		HTTP: &Route{Method: "GET", Path: "/v1/claims/{task_id}/events", Namespaced: true},
 		Tool: &Tool{Name: "claim_events", Title: "Events of a held task", ReadOnly: true}},
 		func(ctx context.Context, c *Call, in *eventsIn) (*core.ClaimEvents, error) {
-			return c.core.Events(ctx, c.Actor, c.NS, in.TaskID, in.Since, c.Wait(time.Duration(in.Wait)*time.Second))
+			return c.core.Events(ctx, c.Actor, c.NS, in.TaskID, in.Since, c.Wait(time.Duration(in.Wait)*time.Second, core.MaxEventsWait*time.Second))
 		}),
 }
 

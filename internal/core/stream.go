@@ -39,7 +39,19 @@ const (
 	streamPage = 500
 	// maxBeats bounds the tasks whose last heartbeat a stream remembers.
 	maxBeats = 4096
+	// SessionStreams bounds the streams one anonymous session holds
+	// open: fewer than a key's, since anyone may mint sessions.
+	SessionStreams = 2
+	// expiryCheck is how often an open stream of a key with an expiry
+	// looks whether it has passed, idle or not.
+	expiryCheck = time.Second
 )
+
+// Shares of a node's streams: anonymous sessions together, and streams
+// without a key (the board's) together, may hold at most a quarter each,
+// so keyed streams always have half of MaxStreams, whatever sessions and
+// a crowd of anonymous readers do.
+const streamShareDivisor = 4
 
 // StreamParams is what a stream follows: a queue or a task (or all of
 // the namespace), after LastEventID (or from now).
@@ -77,34 +89,70 @@ func streamTopic(ns string) string          { return "e\x00" + ns }
 func streamKeyTopic(id string) string       { return "ek\x00" + id }
 func streamPrincipalTopic(id string) string { return "ep\x00" + id }
 
-// streamSlots counts the open streams, per key and in all.
+// streamSlots counts the open streams, per owner, per kind of owner and
+// in all.
 type streamSlots struct {
-	mu    sync.Mutex
-	total int
-	by    map[string]int
+	mu     sync.Mutex
+	total  int
+	by     map[string]int
+	byKind map[streamKind]int
 }
 
-// take holds a slot for owner, or says why not.
-func (s *Service) takeStream(owner string) (func(), error) {
+// streamKind is who holds a stream: a key, an anonymous session's key, or
+// a client address without a key.
+type streamKind int
+
+const (
+	keyedStream streamKind = iota
+	sessionStream
+	keylessStream
+)
+
+// streamOwner is who holds a stream for a's request (nil: no key) from
+// the request's address.
+func streamOwner(ctx context.Context, a *auth.Actor) (string, streamKind) {
+	switch {
+	case a == nil:
+		return "addr:" + clientGroup(ctx), keylessStream
+	case a.Principal.Kind == tessera.KindAnonymous:
+		return "key:" + a.Key.ID, sessionStream
+	}
+	return "key:" + a.Key.ID, keyedStream
+}
+
+// takeStream holds a slot for owner, of kind, or says why not.
+func (s *Service) takeStream(owner string, kind streamKind) (func(), error) {
 	sl := &s.streams
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
+	full := func(msg string, args ...any) error {
+		return &tessera.Error{Code: tessera.CodeRateLimited, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(msg, args...)}
+	}
+	share := max(s.cfg.MaxStreams/streamShareDivisor, 1)
 	switch {
 	case sl.total >= s.cfg.MaxStreams:
-		return nil, &tessera.Error{Code: tessera.CodeRateLimited, RetryAfter: 5 * time.Second,
-			Message: fmt.Sprintf("this server holds %d event streams, its most; retry later", s.cfg.MaxStreams)}
-	case sl.by[owner] >= s.cfg.StreamsPerKey:
-		return nil, &tessera.Error{Code: tessera.CodeRateLimited, RetryAfter: 5 * time.Second,
-			Message: fmt.Sprintf("%d event streams are open with this key already, its most; close one (one stream can follow a whole namespace)", s.cfg.StreamsPerKey)}
+		return nil, full("this server holds %d event streams, its most; retry later", s.cfg.MaxStreams)
+	case kind == sessionStream && sl.byKind[kind] >= share:
+		return nil, full("anonymous sessions hold %d event streams on this server, their most; retry later, or use a key", share)
+	case kind == keylessStream && sl.byKind[kind] >= share:
+		return nil, full("streams without a key hold %d event streams on this server, their most; retry later, or use a key", share)
+	case kind == sessionStream && sl.by[owner] >= SessionStreams:
+		return nil, full("%d event streams are open with this session already, its most; close one (one stream can follow a whole namespace)", SessionStreams)
+	case kind == keylessStream && sl.by[owner] >= s.cfg.StreamsPerKey:
+		return nil, full("%d event streams are open from this address without a key already, its most; close one", s.cfg.StreamsPerKey)
+	case kind == keyedStream && sl.by[owner] >= s.cfg.StreamsPerKey:
+		return nil, full("%d event streams are open with this key on this server already, its most; close one (one stream can follow a whole namespace)", s.cfg.StreamsPerKey)
 	}
 	if sl.by == nil {
-		sl.by = map[string]int{}
+		sl.by, sl.byKind = map[string]int{}, map[streamKind]int{}
 	}
 	sl.total++
 	sl.by[owner]++
+	sl.byKind[kind]++
 	return func() {
 		sl.mu.Lock()
 		sl.total--
+		sl.byKind[kind]--
 		if sl.by[owner]--; sl.by[owner] == 0 {
 			delete(sl.by, owner)
 		}
@@ -145,11 +193,7 @@ func (s *Service) Stream(ctx context.Context, a *auth.Actor, ns string, p Stream
 	if p.LastEventID == "" || gap != nil {
 		st.restart(now)
 	}
-	owner := "addr:" + clientGroup(ctx)
-	if a != nil {
-		owner = "key:" + a.Key.ID
-	}
-	release, err := s.takeStream(owner)
+	release, err := s.takeStream(streamOwner(ctx, a))
 	if err != nil {
 		return err
 	}
@@ -276,13 +320,20 @@ func (st *streamer) run(ctx context.Context) error {
 // reads nothing itself: an idle stream costs the store nothing.
 func (st *streamer) wait(ctx context.Context, keepAlive *time.Timer, woken, keyChanged, principalChanged <-chan struct{}) error {
 	s := st.s
-	var poll <-chan time.Time
+	var poll, expiry <-chan time.Time
 	if l, ok := s.StoreListener(); ok && !l.Healthy {
 		// Other nodes' changes may go unheard: look again now and then,
 		// as long-polls do.
 		t := time.NewTimer(deafPoll)
 		defer t.Stop()
 		poll = t.C
+	}
+	if st.a != nil && st.a.Key.ExpiresAt != nil {
+		// A key's expiry ends its stream when it comes, idle or not: run
+		// authorizes again after every wait.
+		t := time.NewTicker(expiryCheck)
+		defer t.Stop()
+		expiry = t.C
 	}
 	for {
 		select {
@@ -294,6 +345,10 @@ func (st *streamer) wait(ctx context.Context, keepAlive *time.Timer, woken, keyC
 			return nil
 		case <-poll:
 			return nil
+		case <-expiry:
+			if !s.clock.Now().Before(*st.a.Key.ExpiresAt) {
+				return nil
+			}
 		case <-keepAlive.C:
 			if err := st.sink.KeepAlive(); err != nil {
 				return errClientGone

@@ -68,6 +68,10 @@ func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 	if p.Ref != "" && !batch {
 		return tessera.Invalid("ref", "ref names a task of a batch (POST /v1/tasks/batch) for the after of a later one")
 	}
+	if _, _, isID := ids.Parse(p.Ref); isID {
+		// A later task's after could not tell it from the task of that id.
+		return tessera.Invalid("ref", "ref %q has the form of a task id; give a ref another form", p.Ref)
+	}
 	if p.OnParentFailure != "" && len(p.After) == 0 {
 		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
 	}

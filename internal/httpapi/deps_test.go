@@ -255,3 +255,15 @@ func TestCheckpointsReachTheNextAttempt(t *testing.T) {
 	}
 	wantError(t, s.do("POST", "/v1/claims/"+task.ID+"/heartbeat", adminKey, map[string]any{"lease_token": second.Lease.Token, "checkpoint": strings.Repeat("x", 70<<10)}), 400, "invalid_request", "checkpoint")
 }
+
+// A ref spelled like a task id is refused: a later task's after naming it
+// could not tell the batch's task from the existing task of that id.
+func TestBatchRefLikeATaskIDIsRefused(t *testing.T) {
+	s := newTestServer(t)
+	existing := s.enqueue("main", adminKey, map[string]any{"queue": "r"})
+	r := s.do("POST", "/v1/tasks/batch", adminKey, map[string]any{"tasks": []map[string]any{
+		{"title": "A", "queue": "r", "ref": existing.ID},
+		{"title": "B", "queue": "r", "after": []string{existing.ID}},
+	}})
+	wantError(t, r, 400, "invalid_request", "tasks[0].ref")
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,7 @@ import (
 // adminCreateKey creates an admin principal and key in an existing store
 // directly, without a running server, and prints the key.
 func adminCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("admin create-key", flag.ContinueOnError)
+	fs := newFlagSet("admin create-key")
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./tessera-data", "data directory of a store on SQLite")
 	storeKind := fs.String("store", "sqlite", "the store: sqlite (in --data), or the postgres:// URL the nodes serve from")
@@ -39,7 +38,7 @@ func adminCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer
 // adminBlobsMigrate copies the blob bytes of a node's data directory into
 // the PostgreSQL store's database (app.MigrateBlobs).
 func adminBlobsMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("admin blobs migrate", flag.ContinueOnError)
+	fs := newFlagSet("admin blobs migrate")
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./tessera-data", "data directory of the node whose blob bytes (--data/blobs) move")
 	storeURL := fs.String("store", "", "the postgres:// URL the nodes serve from (--store of tessera serve)")

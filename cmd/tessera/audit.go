@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -16,7 +15,7 @@ import (
 // auditCmd is `tessera audit`: the key's own trail, or with --all
 // everyone's (admin key).
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs := newFlagSet("audit")
 	cn := connFlags(fs, stdout, stderr)
 	all := fs.Bool("all", false, "everyone's trail (admin key), not only the key's own")
 	var f client.AuditFilter

@@ -31,7 +31,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func benchRows(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench rows", flag.ContinueOnError)
+	fs := newFlagSet("bench rows")
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 	storeURL := fs.String("store", "sqlite", "measure on sqlite (a temporary file), or on a fresh schema of this postgres:// database")
@@ -50,7 +50,7 @@ func benchRows(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func benchLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench load", flag.ContinueOnError)
+	fs := newFlagSet("bench load")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: tessera bench load [flags]
@@ -62,7 +62,7 @@ the same run, and verifies from the API that no task was lost, submitted
 twice or leased twice (exit 1 if one was).
 
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	o := bench.LoadOptions{Progress: stderr}
 	fs.IntVar(&o.Workers, "workers", 16, "workers, each with its own key and connection")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +22,7 @@ func blobsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 const maxCLIBlob = 32 << 20
 
 func blobsPut(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("blobs put", flag.ContinueOnError)
+	fs := newFlagSet("blobs put")
 	cn := connFlags(fs, stdout, stderr)
 	contentType := fs.String("content-type", "application/octet-stream", "the bytes' media type")
 	lease := fs.String("lease-token", "", "bind the blob to this lease's run")
@@ -59,7 +58,7 @@ func blobsPut(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func blobsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("blobs get", flag.ContinueOnError)
+	fs := newFlagSet("blobs get")
 	cn := connFlags(fs, stdout, stderr)
 	out := fs.String("o", "-", "write the bytes to this file (- for stdout)")
 	meta := fs.Bool("meta", false, "print the blob's metadata instead of its bytes")

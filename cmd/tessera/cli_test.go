@@ -36,9 +36,13 @@ func cliRun(t *testing.T, url, key, input string, args ...string) (string, strin
 	return out.String(), errOut.String(), err
 }
 
-// Every command answers -h with its usage and exit code 0.
+// Every command answers -h with its usage and exit code 0: a line
+// "usage: tessera …", and its flags spelled as the command line takes them
+// (--name; one letter -n).
 func TestHelpExitsZeroForEveryCommand(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"help"}, {"serve", "-h"}, {"admin", "create-key", "-h"}, {"bench", "rows", "-h"}, {"bench", "load", "-h"},
+	singleDash := regexp.MustCompile(`(?m)^  -[a-z][a-z-]+`)
+	for _, args := range [][]string{{"-h"}, {"help"}, {"serve", "-h"}, {"admin", "create-key", "-h"}, {"admin", "blobs", "migrate", "-h"},
+		{"bench", "rows", "-h"}, {"bench", "load", "-h"},
 		{"tasks", "-h"}, {"tasks", "enqueue", "-h"}, {"tasks", "list", "-h"}, {"tasks", "get", "-h"}, {"tasks", "cancel", "-h"},
 		{"tasks", "pause", "-h"}, {"tasks", "resume", "-h"}, {"tasks", "retry", "-h"}, {"counts", "-h"},
 		{"records", "-h"}, {"records", "put", "-h"}, {"records", "get", "-h"}, {"records", "list", "-h"},
@@ -51,8 +55,12 @@ func TestHelpExitsZeroForEveryCommand(t *testing.T) {
 		if code := exitCode(run(context.Background(), args, &out, &errOut)); code != 0 {
 			t.Errorf("tessera %s: exit %d, want 0", strings.Join(args, " "), code)
 		}
-		if out.Len()+errOut.Len() == 0 {
-			t.Errorf("tessera %s printed no usage", strings.Join(args, " "))
+		help := out.String() + errOut.String()
+		if !strings.HasPrefix(help, "usage: tessera") {
+			t.Errorf("tessera %s printed no usage line:\n%s", strings.Join(args, " "), help)
+		}
+		if m := singleDash.FindString(help); m != "" {
+			t.Errorf("tessera %s lists a flag as %q, not as the command line spells it (--)", strings.Join(args, " "), m)
 		}
 	}
 }

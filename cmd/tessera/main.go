@@ -160,7 +160,7 @@ var groups = map[string]bool{"tasks": true, "queues": true, "records": true, "bl
 // `tessera -n build tasks enqueue …` is `tessera tasks enqueue -n build …`
 // and a flag given again after the command wins.
 func globalFlags(args []string, stdout, stderr io.Writer) ([]string, error) {
-	fs := flag.NewFlagSet("tessera", flag.ContinueOnError)
+	fs := newFlagSet("tessera")
 	_ = connFlags(fs, stdout, stderr)
 	fs.SetOutput(io.Discard) // the usage below says more than the flags
 	showVersion := fs.Bool("version", false, "print the version")
@@ -216,4 +216,37 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 	})
 	return err
+}
+
+// printFlags lists a command's flags as they are spelled on the command
+// line (--name), with their meaning and default.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if len(f.Name) == 1 {
+			name = "-" + f.Name
+		}
+		if kind != "" {
+			name += " " + kind
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s", name, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// newFlagSet is a command's flags, whose -h prints a usage line and the
+// flags as printFlags spells them; a command with more to say sets its
+// own Usage.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: tessera %s [flags]\n\nflags:\n", name)
+		printFlags(fs)
+	}
+	return fs
 }

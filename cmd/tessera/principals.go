@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -18,7 +17,7 @@ import (
 func principalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return subcommand("principals", args, map[string]func([]string) error{
 		"create": func(args []string) error {
-			fs := flag.NewFlagSet("principals create", flag.ContinueOnError)
+			fs := newFlagSet("principals create")
 			cn := connFlags(fs, stdout, stderr)
 			var req client.PrincipalRequest
 			fs.StringVar(&req.Kind, "kind", "agent", "user, agent or service")
@@ -40,7 +39,7 @@ func principalsCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return cn.print(p, func(w *tabwriter.Writer) { principalRows(w, []client.Principal{*p}) })
 		},
 		"list": func(args []string) error {
-			fs := flag.NewFlagSet("principals list", flag.ContinueOnError)
+			fs := newFlagSet("principals list")
 			cn := connFlags(fs, stdout, stderr)
 			p := pageFlags(fs, "principals")
 			_, c, err := cn.parse(fs, args, 0, 0)
@@ -72,7 +71,7 @@ func principalRows(w *tabwriter.Writer, ps []client.Principal) {
 func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return subcommand("keys", args, map[string]func([]string) error{
 		"create": func(args []string) error {
-			fs := flag.NewFlagSet("keys create", flag.ContinueOnError)
+			fs := newFlagSet("keys create")
 			cn := connFlags(fs, stdout, stderr)
 			var req client.KeyRequest
 			var scopes stringsFlag
@@ -110,7 +109,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			})
 		},
 		"list": func(args []string) error {
-			fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
+			fs := newFlagSet("keys list")
 			cn := connFlags(fs, stdout, stderr)
 			p := pageFlags(fs, "keys")
 			_, c, err := cn.parse(fs, args, 0, 0)
@@ -125,7 +124,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return cn.print(page, func(w *tabwriter.Writer) { keyRows(w, page.Keys) })
 		},
 		"revoke": func(args []string) error {
-			fs := flag.NewFlagSet("keys revoke", flag.ContinueOnError)
+			fs := newFlagSet("keys revoke")
 			cn := connFlags(fs, stdout, stderr)
 			ids, c, err := cn.parse(fs, args, 1, -1)
 			if err != nil {

@@ -90,11 +90,11 @@ func secondsText(s *float64) string {
 }
 
 func queuesFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("queues fleet", flag.ContinueOnError)
+	fs := newFlagSet("queues fleet")
 	cn := connFlags(fs, stdout, stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: tessera queues fleet QUEUE [flags]\n\nA queue's fleet: its settings, its groups, its lanes (ready tasks by group\nand requires; unmatched when no claimant seen in the last 5 minutes could\ntake them) and the capability sets seen claiming on it.\n\nflags:\n")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	pos, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
@@ -171,11 +171,11 @@ flags:
 `
 
 func queuesSettings(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("queues settings", flag.ContinueOnError)
+	fs := newFlagSet("queues settings")
 	cn := connFlags(fs, stdout, stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, queuesSettingsUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	var s client.QueueSettings
 	fs.IntVar(&s.GroupMaxRunning, "group-max-running", 0, "the most live leases each group may hold at once (0: no cap)")
@@ -221,11 +221,11 @@ flags:
 `
 
 func queuesGroup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("queues group", flag.ContinueOnError)
+	fs := newFlagSet("queues group")
 	cn := connFlags(fs, stdout, stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, queuesGroupUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	var s client.GroupSettings
 	fs.Var(optionalInt{&s.MaxRunning}, "max-running", "the most live leases the group may hold at once, over the queue's cap (0: no cap; not given: the queue's)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -22,7 +21,7 @@ func recordsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 }
 
 func recordsPut(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("records put", flag.ContinueOnError)
+	fs := newFlagSet("records put")
 	cn := connFlags(fs, stdout, stderr)
 	value := fs.String("value", "-", "the value: JSON, @FILE, or - for stdin")
 	ifVersion := fs.String("if-version", "", "write only if the head is this version (0: only if new)")
@@ -55,7 +54,7 @@ func recordsPut(ctx context.Context, args []string, stdin io.Reader, stdout, std
 }
 
 func recordsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("records get", flag.ContinueOnError)
+	fs := newFlagSet("records get")
 	cn := connFlags(fs, stdout, stderr)
 	version := fs.Int64("version", 0, "this version rather than the head")
 	pos, c, err := cn.parse(fs, args, 2, 2)
@@ -75,7 +74,7 @@ func recordsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func recordsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("records list", flag.ContinueOnError)
+	fs := newFlagSet("records list")
 	cn := connFlags(fs, stdout, stderr)
 	prefix := fs.String("prefix", "", "only keys starting with this")
 	p := pageFlags(fs, "records")

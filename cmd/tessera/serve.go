@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,7 +22,7 @@ import (
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve")
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")

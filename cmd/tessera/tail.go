@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 // tailCmd is `tessera tail`: the namespace's events as they happen, one
 // line each, until interrupted (or --count events).
 func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
+	fs := newFlagSet("tail")
 	cn := connFlags(fs, stdout, stderr)
 	var f client.EventFilter
 	fs.StringVar(&f.Queue, "queue", "", "only this queue's events")
@@ -27,7 +26,7 @@ func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"Follows the namespace's events as they happen (GET /v1/events): tasks enqueued, claimed,\n"+
 			"heartbeats, succeeded, failed, dead, canceled; queues paused and resumed; records written.\n"+
 			"A broken connection is resumed where it left off. --json prints each event as a JSON line.")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	_, c, err := cn.parse(fs, args, 0, 0)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -22,7 +21,7 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	type changeFunc = func(*client.Client, context.Context, string) (*client.Task, error)
 	change := func(verb string, fn, withDependents changeFunc) func([]string) error {
 		return func(args []string) error {
-			fs := flag.NewFlagSet("tasks "+verb, flag.ContinueOnError)
+			fs := newFlagSet("tasks " + verb)
 			cn := connFlags(fs, stdout, stderr)
 			var dependents *bool
 			if withDependents != nil {
@@ -66,7 +65,7 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tasks enqueue", flag.ContinueOnError)
+	fs := newFlagSet("tasks enqueue")
 	cn := connFlags(fs, stdout, stderr)
 	var req client.EnqueueRequest
 	var labels stringsFlag
@@ -123,7 +122,7 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 // tasksGraph prints the tasks enqueued after a task, and theirs in turn,
 // as a tree under it.
 func tasksGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tasks graph", flag.ContinueOnError)
+	fs := newFlagSet("tasks graph")
 	cn := connFlags(fs, stdout, stderr)
 	depth := fs.Int("depth", 10, "levels of dependents to show")
 	ids, c, err := cn.parse(fs, args, 1, 1)
@@ -195,7 +194,7 @@ func taskRows(w *tabwriter.Writer, tasks []client.Task) {
 }
 
 func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
+	fs := newFlagSet("tasks list")
 	cn := connFlags(fs, stdout, stderr)
 	var f client.TaskFilter
 	fs.StringVar(&f.State, "state", "", "only tasks in this state: "+strings.Join(tessera.States, ", "))
@@ -219,7 +218,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tasks get", flag.ContinueOnError)
+	fs := newFlagSet("tasks get")
 	cn := connFlags(fs, stdout, stderr)
 	ids, c, err := cn.parse(fs, args, 1, 1)
 	if err != nil {
@@ -280,7 +279,7 @@ func oneLine(s string, n int) string {
 
 // countsCmd is `tessera counts`: tasks by queue and state.
 func countsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("counts", flag.ContinueOnError)
+	fs := newFlagSet("counts")
 	cn := connFlags(fs, stdout, stderr)
 	_, c, err := cn.parse(fs, args, 0, 0)
 	if err != nil {

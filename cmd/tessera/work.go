@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -37,11 +36,11 @@ flags:
 // workCmd is `tessera work [flags] -- CMD ARGS...`: the worker runner
 // (internal/runner). SIGTERM or SIGINT (ctx) starts its drain.
 func workCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("work", flag.ContinueOnError)
+	fs := newFlagSet("work")
 	cn := connFlags(fs, stdout, stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, workUsage)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	cfg := runner.Config{Stderr: stderr}
 	fs.StringVar(&cfg.Queue, "queue", "default", "queue to claim from")

@@ -104,7 +104,7 @@ func TestREADMEListsEveryServeFlag(t *testing.T) {
 	if err := serve(context.Background(), []string{"-h"}, &usage); err == nil {
 		t.Fatal("serve -h did not stop at its usage")
 	}
-	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)(?: \w+)?\n\s+(.*)$`).FindAllStringSubmatch(usage.String(), -1)
+	flags := regexp.MustCompile(`(?m)^  --?([a-z-]+)(?: \w+)?\n\s+(.*)$`).FindAllStringSubmatch(usage.String(), -1)
 	if len(flags) < 20 {
 		t.Fatalf("read only %d flags from serve -h:\n%s", len(flags), usage.String())
 	}

@@ -517,6 +517,10 @@ type LaneState struct {
 	// since the last one that could, or since its oldest ready task.
 	Unmatched        bool     `json:"unmatched"`
 	UnmatchedSeconds *float64 `json:"unmatched_seconds,omitempty"`
+	// MatchedAt is when a claimant that could take the lane's tasks was
+	// last seen on the queue; absent while none was (a lane younger than
+	// UnmatchedAfter is then not judged yet).
+	MatchedAt *time.Time `json:"matched_at,omitempty"`
 }
 
 // Claimant is a capability set seen claiming on a queue.
@@ -610,6 +614,9 @@ func fleetView(ctx context.Context, tx store.Tx, ns, queue string, now time.Time
 				}
 			}
 			since := c.Oldest
+			if !matched.IsZero() {
+				ls.MatchedAt = &matched
+			}
 			if matched.After(since) {
 				since = matched
 			}

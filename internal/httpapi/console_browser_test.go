@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"context"
 	"flag"
 	"os"
@@ -517,9 +518,21 @@ func TestConsoleShowsAQueuesFleet(t *testing.T) {
 	}
 	b.shot("console-fleet")
 
-	// New work shows as it commits.
+	if got := b.text(`section[data-fleet="render"] tr[data-lane="globex|"] .lane-match`); got != "a claimant seen can take them" {
+		t.Errorf("globex's lane, which the CPU worker took from, reads %q", got)
+	}
+
+	// New work shows as it commits; a lane younger than the 5 minutes
+	// that judge it, no claimant seen for it, is not judged yet.
 	s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "acme", "requires": []string{"gpu:a100"}, "title": "Render acme frame 3"})
 	step(b, "the new task counts", chromedp.Poll[bool](`document.querySelector('`+acme+` .lane-ready').textContent === "4"`))
+	s.enqueue("main", adminKey, map[string]any{"queue": "render", "group": "hooli", "requires": []string{"tpu:v5"}, "title": "Render hooli frame"})
+	hooli := `section[data-fleet="render"] tr[data-lane="hooli|tpu:v5"]`
+	b.visible("the new lane", hooli)
+	if got := b.text(hooli + ` .lane-match`); got != "not judged yet" {
+		t.Errorf("a new lane no claimant seen covers reads %q, want \"not judged yet\"", got)
+	}
+	b.shot("console-fleet-new-lane")
 }
 
 // A key that may enqueue sets the queue's cap from the fleet panel; a
@@ -556,4 +569,29 @@ func TestConsoleSetsFleetSettings(t *testing.T) {
 		t.Errorf("the server's settings after the form: %+v (rate %+v)", q, q.Rate)
 	}
 	b.shot("console-fleet-settings")
+}
+
+// The queue table fits the window at 1280 and 1440 px: every action of a
+// queue stays on screen (issue 42 found "Purge finished" cut off at
+// both), and a table wider than a window scrolls in its box instead.
+func TestConsoleQueueTableFitsTheWindow(t *testing.T) {
+	s := newTestServer(t)
+	seedFleet(s)
+	s.enqueue("main", adminKey, map[string]any{"queue": "a-queue-with-a-rather-long-name-of-its-own", "title": "long"})
+	b := newBrowser(t, s)
+	b.login(adminKey)
+	for _, width := range []int64{1280, 1440} {
+		b.run(fmt.Sprintf("a window %d px wide", width), chromedp.EmulateViewport(width, 900))
+		b.visible("the queue table", `table.queues button`)
+		// Every button's right edge within the page's width, and the page
+		// itself no wider than the window.
+		outside := eval[int](b, `[...document.querySelectorAll("table.queues button")].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth).length`)
+		if outside != 0 {
+			t.Errorf("at %d px, %d queue actions end outside the window", width, outside)
+		}
+		if wide := eval[bool](b, `document.documentElement.scrollWidth > document.documentElement.clientWidth`); wide {
+			t.Errorf("at %d px the page is wider than the window", width)
+		}
+		b.shot(fmt.Sprintf("console-queues-%d", width))
+	}
 }

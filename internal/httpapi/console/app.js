@@ -517,8 +517,10 @@
       el("td", {class: "lane-match"}, l.unmatched ?
         el("span", {class: "unmatched-mark", title: "no claimant seen on this queue in the last 5 minutes has every capability these tasks require"},
           "ready, unmatched for " + minutes(l.unmatched_seconds || 0)) :
-        l.oldest_ready_age_seconds !== null && l.oldest_ready_age_seconds !== undefined ?
-          el("span", {class: "meta"}, "a claimant seen can take them") : "")));
+        l.oldest_ready_age_seconds === null || l.oldest_ready_age_seconds === undefined ? "" :
+        l.matched_at ? el("span", {class: "meta", title: "one was seen " + ago(l.matched_at, now)}, "a claimant seen can take them") :
+          el("span", {class: "meta not-judged", title: "no claimant that could take them was seen yet; they are marked unmatched once they wait " + minutes(300)},
+            "not judged yet"))));
     const groups = f.groups.map((g) => {
       const cap = capOf(g);
       const cooling = g.cooldown_until && Date.parse(g.cooldown_until) > now;
@@ -606,11 +608,13 @@
         el("td", {class: "nowrap"}, sparkline(q.throughput), " ", el("span", {class: "meta"}, total + " in 15 min")),
         act ? el("td", {}, queueActions(ns, q)) : null);
     });
-    return el("table", {},
+    // Scrolled rather than cut off where the window is narrower than
+    // its columns; its actions wrap before that.
+    return el("div", {class: "scroll"}, el("table", {class: "queues"},
       el("thead", {}, el("tr", {}, el("th", {}, "queue"), STATES.map((s) => el("th", {class: "num"}, s)),
         el("th", {class: "num"}, "live leases"), el("th", {class: "num"}, "lapsed"), el("th", {class: "num"}, "oldest ready waits"),
         el("th", {}, "runs ended a minute"), act ? el("th", {}, "") : null)),
-      el("tbody", {}, rows));
+      el("tbody", {}, rows)));
   }
 
   // sparkline draws ended runs a minute: succeeded below, failed and

@@ -1,9 +1,9 @@
 package httpapi_test
 
 import (
-	"fmt"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -101,7 +101,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 	a := &App{Meter: m, closeStore: func() error { return nil }, stopMeter: func() {}, unlock: unlock}
-	db, where, err := openStore(ctx, o, m)
+	db, where, err := openStore(ctx, o, m, false)
 	a.Where = where
 	switch {
 	case err == nil:
@@ -170,13 +170,18 @@ type backend interface {
 	meter.Ledger
 }
 
-// openStore opens the backend o names, and says where it lives.
-func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, string, error) {
+// openStore opens the backend o names, and says where it lives. With
+// existing it refuses to make a store where there is none (an operator's
+// tool pointed at a mistyped --data or schema says so).
+func openStore(ctx context.Context, o Options, m *meter.Meter, existing bool) (backend, string, error) {
 	switch {
 	case isSQLite(o.Store):
 		path, err := filepath.Abs(filepath.Join(o.DataDir, "tessera.db"))
 		if err != nil {
 			return nil, "", err
+		}
+		if _, err := os.Stat(path); existing && err != nil {
+			return nil, "sqlite " + path, fmt.Errorf("no store in %s (%w): start `tessera serve --data %s` once to make one, or name another with --data or --store", o.DataDir, err, o.DataDir)
 		}
 		db, err := sqlite.Open(ctx, path, m)
 		if err != nil {
@@ -184,7 +189,11 @@ func openStore(ctx context.Context, o Options, m *meter.Meter) (backend, string,
 		}
 		return db, "sqlite " + path, nil
 	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
-		db, err := postgres.Open(ctx, o.Store, m, postgres.WithLogger(o.Log))
+		opts := []postgres.Option{postgres.WithLogger(o.Log)}
+		if existing {
+			opts = append(opts, postgres.Existing())
+		}
+		db, err := postgres.Open(ctx, o.Store, m, opts...)
 		if err != nil {
 			return nil, "postgres", err
 		}
@@ -241,27 +250,13 @@ func OpenExisting(ctx context.Context, o Options) (store.Store, func() error, er
 	if clock == nil {
 		clock = tessera.SystemClock{}
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	m := meter.New(clock)
-	var db backend
-	switch {
-	case isSQLite(o.Store):
-		path := filepath.Join(o.DataDir, "tessera.db")
-		if _, err := os.Stat(path); err != nil {
-			return nil, nil, fmt.Errorf("no store in %s (%w): start `tessera serve --data %s` once to make one, or name another with --data or --store", o.DataDir, err, o.DataDir)
-		}
-		s, err := sqlite.Open(ctx, path, m)
-		if err != nil {
-			return nil, nil, err
-		}
-		db = s
-	case strings.HasPrefix(o.Store, "postgres://") || strings.HasPrefix(o.Store, "postgresql://"):
-		s, err := postgres.Open(ctx, o.Store, m, postgres.Existing())
-		if err != nil {
-			return nil, nil, err
-		}
-		db = s
-	default:
-		return nil, nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL", o.Store)
+	db, _, err := openStore(ctx, o, m, true)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := m.Attach(ctx, db); err != nil {
 		db.Close()

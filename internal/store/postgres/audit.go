@@ -22,7 +22,7 @@ func (t *tx) AuditInsert(_ context.Context, e *tessera.AuditEvent) error {
 		e.Namespace, e.ID, ms(e.Time), e.PrincipalID, e.KeyID, e.Action, e.Target, nullable(e.RunID), e.Status, e.IPHash, e.Public,
 		nullable(e.TaskID), nullable(e.Queue), nullable(e.State))
 	if e.Public {
-		t.tally.triggered(t.db.costs.shapes, "public_events", 1)
+		t.tally.unreported(t.db.costs.shapes, "public_events", 1)
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func (t *tx) AuditEventsPurge(ctx context.Context, before time.Time, limit int) 
 		}
 		return err
 	})
-	t.tally.triggered(t.db.costs.shapes, "public_events", public)
+	t.tally.unreported(t.db.costs.shapes, "public_events", public)
 	return int(n), err
 }
 

@@ -64,7 +64,7 @@ func (b blobBytes) Receive(ctx context.Context, id string, r io.Reader, limit in
 		if err != nil {
 			return t.translate("COPY blob_parts", err)
 		}
-		t.tally.triggered(t.db.costs.shapes, "blob_parts", n) // rows COPY wrote
+		t.tally.unreported(t.db.costs.shapes, "blob_parts", n) // rows COPY wrote
 		if src.size > limit {
 			return blobs.ErrTooLarge
 		}

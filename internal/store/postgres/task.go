@@ -288,7 +288,7 @@ func (t *tx) claimed(task *tessera.Task, replaced bool) {
 		t.publicReady(task.Namespace, task.Queue, task.RunAt, task.ID, false)
 	}
 	if replaced {
-		t.tally.triggered(t.db.costs.shapes, "runs", 1)
+		t.tally.unreported(t.db.costs.shapes, "runs", 1)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,14 +27,23 @@ func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*Claim, *Empty, e
 		return nil, nil, err
 	}
 	if rep.status == http.StatusNoContent {
-		return nil, &Empty{RetryAfter: retryAfter(rep.header), QueueUnknown: rep.header.Get(queueKnownHeader) == "false"}, nil
+		e := &Empty{RetryAfter: retryAfter(rep.header), QueueUnknown: rep.header.Get(queueKnownHeader) == "false"}
+		if v := rep.header.Get(uncoveredRequiresHeader); v != "" {
+			e.UncoveredRequires = strings.Split(v, ",")
+		}
+		return nil, e, nil
 	}
 	return &out, nil, nil
 }
 
-// queueKnownHeader is false on an empty claim's answer when the queue has
-// never had a task in the namespace.
-const queueKnownHeader = "Tessera-Queue-Known"
+// Headers of an empty claim's answer: queueKnownHeader is false when the
+// queue has never had a task in the namespace; uncoveredRequiresHeader
+// lists, comma-separated, what a ready task requires that the claim's
+// capabilities lack.
+const (
+	queueKnownHeader        = "Tessera-Queue-Known"
+	uncoveredRequiresHeader = "Tessera-Uncovered-Requires"
+)
 
 // Empty is a claim's answer when no task was ready.
 type Empty struct {
@@ -45,6 +55,10 @@ type Empty struct {
 	// worker may also start before any producer. Servers that do not tell
 	// leave it false.
 	QueueUnknown bool
+	// UncoveredRequires is what a task ready in the queue requires that
+	// the claim's Capabilities lack: there is work, but not for this
+	// claimant. Servers that do not tell leave it nil.
+	UncoveredRequires []string
 }
 
 // WaitClaim long-polls until a task of the queue is granted or ctx ends.
@@ -59,7 +73,8 @@ type Empty struct {
 // granted at that very instant is lost with its answer; its task comes
 // back when the lease lapses, like any claim cut off.) Polling a
 // queue that has never had a task is logged once per queue, at warn level,
-// to the client's logger (WithLogger).
+// to the client's logger (WithLogger); so are ready tasks whose requires
+// req.Capabilities do not cover, once per set of requires.
 func (c *Client) WaitClaim(ctx context.Context, req ClaimRequest) (*Claim, error) {
 	claims, err := c.waitClaims(ctx, req, func(req ClaimRequest) ([]Claim, *Empty, error) {
 		cl, empty, err := c.Claim(ctx, req)
@@ -103,6 +118,13 @@ func (c *Client) waitClaims(ctx context.Context, req ClaimRequest, claim func(Cl
 				c.log.Warn(fmt.Sprintf("tessera: queue %q in namespace %q has never had a task; check the queue and namespace names (waiting for one meanwhile)", name, c.namespace))
 			}
 		}
+		if len(empty.UncoveredRequires) > 0 {
+			set := queue + "\x00" + strings.Join(empty.UncoveredRequires, " ")
+			if _, warned := c.shared.warned.LoadOrStore(set, true); !warned {
+				c.log.Warn(fmt.Sprintf("tessera: queue %q in namespace %q has ready tasks that require %s, which this worker's capabilities %v do not cover (waiting for work it can take meanwhile)",
+					name, c.namespace, strings.Join(empty.UncoveredRequires, ", "), req.Capabilities))
+			}
+		}
 		if req.WaitSeconds == 0 {
 			req.WaitSeconds = wait
 			continue
@@ -129,9 +151,10 @@ func (c *Client) waitClaims(ctx context.Context, req ClaimRequest, claim func(Cl
 // is not repeated after a connection broke mid-request.
 func (c *Client) ClaimN(ctx context.Context, req ClaimRequest, max int) ([]Claim, *Empty, error) {
 	var out struct {
-		Claims     []Claim `json:"claims"`
-		RetryAfter int     `json:"retry_after"`
-		QueueKnown *bool   `json:"queue_known"`
+		Claims            []Claim  `json:"claims"`
+		RetryAfter        int      `json:"retry_after"`
+		QueueKnown        *bool    `json:"queue_known"`
+		UncoveredRequires []string `json:"uncovered_requires"`
 	}
 	body := struct {
 		ClaimRequest
@@ -141,7 +164,8 @@ func (c *Client) ClaimN(ctx context.Context, req ClaimRequest, max int) ([]Claim
 		return nil, nil, err
 	}
 	if len(out.Claims) == 0 {
-		return nil, &Empty{RetryAfter: time.Duration(out.RetryAfter) * time.Second, QueueUnknown: out.QueueKnown != nil && !*out.QueueKnown}, nil
+		return nil, &Empty{RetryAfter: time.Duration(out.RetryAfter) * time.Second, QueueUnknown: out.QueueKnown != nil && !*out.QueueKnown,
+			UncoveredRequires: out.UncoveredRequires}, nil
 	}
 	return out.Claims, nil, nil
 }

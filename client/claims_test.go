@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,71 @@ func TestAnEmptyClaimSaysWhenTheQueueIsUnknown(t *testing.T) {
 	want := `level=WARN msg="tessera: queue \"typo\" in namespace \"typos\" has never had a task; check the queue and namespace names (waiting for one meanwhile)"`
 	if got := strings.TrimSpace(logs.String()); strings.Count(got, "\n") != 0 || !strings.HasSuffix(got, want) {
 		t.Fatalf("three polls of an unknown queue logged:\n%s\nwant one line ending\n%s", got, want)
+	}
+}
+
+// An empty claim on a queue whose ready tasks require what the claimant
+// lacks says what they require, single and batch; WaitClaim warns of it
+// once however often it polls.
+func TestAnEmptyClaimSaysWhatTheClaimantLacks(t *testing.T) {
+	polls := make(chan struct{}, 100)
+	srv := testserver.Start(t, testserver.Options{Wrap: claimsAnswered("/ns/fleet/v1/claims", func() { polls <- struct{}{} })})
+	var logs bytes.Buffer
+	c := newClient(t, srv.URL, testserver.AdminKey, client.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))).InNamespace("fleet")
+	ctx := context.Background()
+	for _, req := range []client.EnqueueRequest{
+		{Queue: "q", Title: "old", Requires: []string{"gpu", "linux"}},
+		{Queue: "q", Title: "new", Requires: []string{"arm"}},
+		{Queue: "q", Title: "plain"},
+	} {
+		if _, err := c.Enqueue(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cpu := client.ClaimRequest{Queue: "q", Capabilities: []string{"linux"}}
+	if cl, _, err := c.Claim(ctx, cpu); err != nil || cl == nil || cl.Task.Title != "plain" {
+		t.Fatalf("the task that requires nothing: %+v, %v", cl, err)
+	}
+	if _, empty, err := c.Claim(ctx, cpu); err != nil || empty == nil || !slices.Equal(empty.UncoveredRequires, []string{"gpu", "linux"}) || empty.QueueUnknown {
+		t.Fatalf("a claim that lacks gpu: %+v, %v; want the oldest uncovered task's requires [gpu linux]", empty, err)
+	}
+	if _, empty, err := c.ClaimN(ctx, cpu, 5); err != nil || empty == nil || !slices.Equal(empty.UncoveredRequires, []string{"gpu", "linux"}) {
+		t.Fatalf("a batch claim that lacks gpu: %+v, %v", empty, err)
+	}
+	for _, caps := range [][]string{{"gpu", "linux"}, {"arm"}} {
+		if cl, _, err := c.Claim(ctx, client.ClaimRequest{Queue: "q", Capabilities: caps}); err != nil || cl == nil {
+			t.Fatalf("claim with %v: %+v, %v", caps, cl, err)
+		}
+	}
+	if _, empty, err := c.Claim(ctx, cpu); err != nil || empty == nil || empty.UncoveredRequires != nil {
+		t.Fatalf("nothing ready: %+v, %v; want no uncovered requires", empty, err)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("Claim logged: %s", logs.String())
+	}
+
+	if _, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "q", Title: "gpu again", Requires: []string{"gpu"}}); err != nil {
+		t.Fatal(err)
+	}
+	for len(polls) > 0 {
+		<-polls
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.WaitClaim(wctx, client.ClaimRequest{Queue: "q", Capabilities: []string{"linux"}, WaitSeconds: 1})
+		done <- err
+	}()
+	for range 3 {
+		<-polls
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	want := `level=WARN msg="tessera: queue \"q\" in namespace \"fleet\" has ready tasks that require gpu, which this worker's capabilities [linux] do not cover (waiting for work it can take meanwhile)"`
+	if got := strings.TrimSpace(logs.String()); strings.Count(got, "\n") != 0 || !strings.HasSuffix(got, want) {
+		t.Fatalf("three polls logged:\n%s\nwant one line ending\n%s", got, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,7 +98,7 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", cl, err)
 	}
 	none, empty, err := admin.Claim(ctx, client.ClaimRequest{})
-	if err != nil || none != nil || empty == nil || *empty != (client.Empty{RetryAfter: 5 * time.Second}) {
+	if err != nil || none != nil || empty == nil || !reflect.DeepEqual(*empty, client.Empty{RetryAfter: 5 * time.Second}) {
 		t.Fatalf("empty claim: %+v, %+v, %v", none, empty, err)
 	}
 	hb := ok(admin.Heartbeat(ctx, task.ID, client.HeartbeatRequest{LeaseToken: cl.Lease.Token, Progress: map[string]int{"pct": 50}}))

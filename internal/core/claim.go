@@ -67,6 +67,10 @@ type Claimed struct {
 	// QueuePaused, on an empty answer, says the queue is paused: nothing
 	// is granted until it is resumed.
 	QueuePaused bool `json:"queue_paused,omitempty"`
+	// UncoveredRequires, on an empty answer, is what a task ready now in
+	// the queue requires that the claim's capabilities lack: work is
+	// there, but not for this claimant.
+	UncoveredRequires []string `json:"uncovered_requires,omitempty"`
 }
 
 // leaseSeconds is a lease's length: v, or the default for 0.
@@ -96,10 +100,11 @@ func (s *Service) Claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 // tasks, in claim order, or none and the advised wait before the next
 // poll (with what an empty claim says of its queue).
 type ClaimedBatch struct {
-	Claims      []Claimed `json:"claims"`
-	RetryAfter  int       `json:"retry_after,omitempty"`
-	QueueKnown  *bool     `json:"queue_known,omitempty"`
-	QueuePaused bool      `json:"queue_paused,omitempty"`
+	Claims            []Claimed `json:"claims"`
+	RetryAfter        int       `json:"retry_after,omitempty"`
+	QueueKnown        *bool     `json:"queue_known,omitempty"`
+	QueuePaused       bool      `json:"queue_paused,omitempty"`
+	UncoveredRequires []string  `json:"uncovered_requires,omitempty"`
 }
 
 // ClaimN grants up to p.Max (1–100; 0 means 1) ready tasks of a queue in
@@ -118,7 +123,8 @@ func (s *Service) ClaimN(ctx context.Context, a *auth.Actor, ns string, p ClaimB
 		return nil, err
 	}
 	if len(claims) == 0 {
-		return &ClaimedBatch{Claims: []Claimed{}, RetryAfter: empty.RetryAfter, QueueKnown: empty.QueueKnown, QueuePaused: empty.QueuePaused}, nil
+		return &ClaimedBatch{Claims: []Claimed{}, RetryAfter: empty.RetryAfter, QueueKnown: empty.QueueKnown, QueuePaused: empty.QueuePaused,
+			UncoveredRequires: empty.UncoveredRequires}, nil
 	}
 	return &ClaimedBatch{Claims: claims}, nil
 }
@@ -170,7 +176,11 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 				// lifts.
 				retry = int(math.Ceil(limit.Seconds()))
 			}
-			return nil, &Claimed{RetryAfter: retry, QueueKnown: &known, QueuePaused: s.pauses.has(ns, p.Queue)}, nil
+			empty := &Claimed{RetryAfter: retry, QueueKnown: &known, QueuePaused: s.pauses.has(ns, p.Queue)}
+			if known && !empty.QueuePaused {
+				empty.UncoveredRequires = s.uncoveredRequires(ctx, ns, p.Queue, caps)
+			}
+			return nil, empty, nil
 		}
 		if limit > 0 {
 			wait = min(wait, limit)

@@ -716,3 +716,46 @@ func (s *Service) SetGroupSettings(ctx context.Context, a *auth.Actor, ns, queue
 	}
 	return &out, nil
 }
+
+// uncoveredRequires is the hint of an empty claim on a fleet queue (§6's
+// queue_known is the other): what the task that has waited longest among
+// those ready now and not covered by caps requires, so a worker started
+// with the wrong capabilities learns it instead of idling. Nil when every
+// ready task is covered, the queue has no lanes, or the store cannot say:
+// the hint is advice, and it costs a seek per lane only when the claim
+// found nothing.
+func (s *Service) uncoveredRequires(ctx context.Context, ns, queue string, caps []string) []string {
+	var out []string
+	_ = s.store.View(ctx, func(tx store.Tx) error {
+		if fleet, err := s.fleetQueue(ctx, tx, ns, queue); err != nil || !fleet {
+			return err
+		}
+		lanes, err := tx.LaneList(ctx, ns, queue)
+		if err != nil {
+			return err
+		}
+		requires := map[int64][]string{}
+		var ids []int64
+		for _, l := range lanes[:min(len(lanes), fleetPage)] {
+			if !covers(caps, l.Requires) {
+				requires[l.ID] = l.Requires
+				ids = append(ids, l.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		heads, err := tx.LaneHeads(ctx, ns, queue, ids, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		var oldest time.Time
+		for _, h := range heads {
+			if out == nil || h.RunAt.Before(oldest) {
+				out, oldest = requires[h.Lane], h.RunAt
+			}
+		}
+		return nil
+	})
+	return out
+}

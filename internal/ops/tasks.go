@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/core"
@@ -235,9 +236,10 @@ var claimOps = []*Op{
 	op(Op{Name: core.ActClaim, Summary: "Claim the next ready task of a queue",
 		Description: "Claim the next ready task of a queue (highest priority, then oldest) with a lease of lease_seconds. " +
 			"The answer holds the lease (keep its token: heartbeat, write_record and submit_task need it as lease_token) and the task with its brief and payload. " +
-			"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds to wait for work to arrive.",
+			"When nothing is ready the answer is {\"lease\": null, \"retry_after\": N}: wait N seconds before asking again, or pass wait_seconds to wait for work to arrive. " +
+			"queue_known: false says the queue never had a task (a misspelled name?); uncovered_requires lists what ready tasks require that your capabilities lack.",
 		HTTP: &Route{Method: "POST", Path: "/v1/claims", Namespaced: true, Empty: emptyClaim,
-			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?); Tessera-Queue-Paused: true says the queue is paused"},
+			NoContent: "nothing is ready: no body; Retry-After advises when to poll again, and Tessera-Queue-Known: false says the queue has never had a task in the namespace (a misspelled queue or namespace?); Tessera-Queue-Paused: true says the queue is paused; Tessera-Uncovered-Requires (comma-separated) is what a task ready in the queue requires that the claim's capabilities lack"},
 		Tool: &Tool{Name: "claim_task", Title: "Claim the next task"}},
 		func(ctx context.Context, c *Call, in *core.ClaimParams) (*core.Claimed, error) {
 			p := *in
@@ -306,11 +308,13 @@ var claimOps = []*Op{
 		}),
 }
 
-// QueueKnownHeader carries an empty claim's queue_known, and
-// QueuePausedHeader its queue_paused.
+// QueueKnownHeader carries an empty claim's queue_known,
+// QueuePausedHeader its queue_paused and UncoveredRequiresHeader its
+// uncovered_requires (capabilities hold no comma).
 const (
-	QueueKnownHeader  = "Tessera-Queue-Known"
-	QueuePausedHeader = "Tessera-Queue-Paused"
+	QueueKnownHeader        = "Tessera-Queue-Known"
+	QueuePausedHeader       = "Tessera-Queue-Paused"
+	UncoveredRequiresHeader = "Tessera-Uncovered-Requires"
 )
 
 // emptyClaim answers a claim that found nothing with 204 and its hints:
@@ -326,6 +330,9 @@ func emptyClaim(out any) (http.Header, bool) {
 	}
 	if c.QueuePaused {
 		h.Set(QueuePausedHeader, "true")
+	}
+	if len(c.UncoveredRequires) > 0 {
+		h.Set(UncoveredRequiresHeader, strings.Join(c.UncoveredRequires, ","))
 	}
 	return h, true
 }

@@ -36,16 +36,17 @@ func adminCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 // adminBlobsMigrate copies the blob bytes of a node's data directory into
-// the PostgreSQL store's database (app.MigrateBlobs).
+// the byte store every node reads (app.MigrateBlobs).
 func adminBlobsMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("admin blobs migrate")
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./tessera-data", "data directory of the node whose blob bytes (--data/blobs) move")
-	storeURL := fs.String("store", "", "the postgres:// URL the nodes serve from (--store of tessera serve)")
+	storeURL := fs.String("store", "", "the store the nodes serve from (--store of tessera serve): its postgres:// URL, or sqlite (in --data)")
+	blobsTo := fs.String("blobs", "", "where the bytes go (--blobs of tessera serve): postgres (the --store database; the default with a postgres:// --store) or an s3://bucket/prefix?endpoint=… URL")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	done, err := app.MigrateBlobs(ctx, app.Options{DataDir: *data, Store: *storeURL}, stdout)
+	done, err := app.MigrateBlobs(ctx, app.Options{DataDir: *data, Store: *storeURL, Blobs: *blobsTo}, stdout)
 	fmt.Fprintf(stdout, "%d moved, %d already there, %d named by no blob and left\n", done.Moved, done.Present, done.Unnamed)
 	return err
 }

@@ -27,7 +27,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address")
 	data := fs.String("data", "./tessera-data", "data directory (SQLite file, blobs)")
 	storeKind := fs.String("store", "sqlite", "storage backend: sqlite (a file in --data), or a postgres:// URL several nodes share")
-	blobsKind := fs.String("blobs", "", "where blob bytes live: local (--data/blobs) or postgres (the --store database, where every node reads them) (default: postgres with a postgres:// --store, else local)")
+	blobsKind := fs.String("blobs", "", "where blob bytes live: local (--data/blobs), postgres (the --store database, where every node reads them) or an s3://bucket/prefix?endpoint=http(s)://host URL (an S3-compatible object store every node reads; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) (default: postgres with a postgres:// --store, else local)")
 	publicURL := fs.String("public-url", "", "base URL clients reach this server at (default http://<addr>, 127.0.0.1 for an unspecified host)")
 	metricsPublic := fs.Bool("metrics-public", false, "serve GET /metrics without a key")
 	logFormat := fs.String("log-format", "text", "log format: text or json")

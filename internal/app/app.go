@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/blobfs"
 	"github.com/tessera-dev/tessera/internal/blobs"
+	"github.com/tessera-dev/tessera/internal/blobs3"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
@@ -36,9 +37,11 @@ type Options struct {
 	// Store is the backend: "" or "sqlite" for the SQLite file in DataDir,
 	// or a postgres:// (postgresql://) URL, which several nodes may share.
 	Store string
-	// Blobs is where blob bytes live: "local" (DataDir/blobs) or
-	// "postgres" (the PostgreSQL store's database); "" picks postgres
-	// with a PostgreSQL store, local with SQLite.
+	// Blobs is where blob bytes live: "local" (DataDir/blobs),
+	// "postgres" (the PostgreSQL store's database) or an
+	// s3://bucket/prefix?endpoint=… URL (an S3-compatible object store,
+	// package blobs3); "" picks postgres with a PostgreSQL store, local
+	// with SQLite.
 	Blobs string
 	Clock tessera.Clock
 	Core  core.Config
@@ -141,7 +144,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 		o.Core.Log = o.Log
 	}
 	a.Core = core.New(a.Store, auth.NewAuthenticator(a.Store, o.Clock, KeyCacheTTL), m, o.Clock, o.Core)
-	bytes, err := openBlobs(o, db)
+	bytes, err := openBlobs(ctx, o, db)
 	if err == nil {
 		a.Core.SetBlobs(bytes)
 		a.BlobsWhere = bytes.Where()
@@ -205,7 +208,7 @@ func openStore(ctx context.Context, o Options, m *meter.Meter, existing bool) (b
 // openBlobs opens where blob bytes live (Options.Blobs). With several
 // nodes on one PostgreSQL database, bytes on a node's disk are that
 // node's alone, hence the default.
-func openBlobs(o Options, db backend) (blobs.Bytes, error) {
+func openBlobs(ctx context.Context, o Options, db store.Store) (blobs.Bytes, error) {
 	shared, inDB := db.(interface{ Blobs() blobs.Bytes })
 	kind := o.Blobs
 	if kind == "" {
@@ -223,7 +226,10 @@ func openBlobs(o Options, db backend) (blobs.Bytes, error) {
 		}
 		return shared.Blobs(), nil
 	}
-	return nil, fmt.Errorf("--blobs %q: want local or postgres", kind)
+	if strings.HasPrefix(kind, "s3://") {
+		return blobs3.Open(ctx, kind)
+	}
+	return nil, fmt.Errorf("--blobs %q: want local, postgres or an s3:// URL", kind)
 }
 
 // isSQLite reports whether store names the SQLite store in the data

@@ -17,7 +17,7 @@ import (
 
 // BlobsMigrated is what MigrateBlobs did.
 type BlobsMigrated struct {
-	// Moved blobs were copied into the store's database.
+	// Moved blobs were copied into the shared byte store.
 	Moved int `json:"moved"`
 	// Present were there already (an earlier run, or an upload since).
 	Present int `json:"present"`
@@ -26,17 +26,16 @@ type BlobsMigrated struct {
 }
 
 // MigrateBlobs copies the blob bytes of a node's data directory
-// (o.DataDir/blobs) into the PostgreSQL store o.Store names, where every
-// node reads them: each blob whose metadata the store holds and whose
-// bytes its database lacks, verified against its SHA-256 as an upload's
-// are. It may run while nodes serve, and again: what is there is left.
-// The files are not removed; back them up or delete them once the nodes
-// serve from the database. out receives a line per blob moved.
+// (o.DataDir/blobs) into the shared byte store o.Blobs names (the
+// PostgreSQL store's database by default, or an s3:// object store),
+// where every node reads them: each blob whose metadata the store o.Store
+// names holds and whose bytes the shared store lacks, verified against its
+// SHA-256 as an upload's are. It may run while nodes serve, and again:
+// what is there is left. The files are not removed; back them up or
+// delete them once the nodes serve from the shared store. out receives a
+// line per blob moved.
 func MigrateBlobs(ctx context.Context, o Options, out io.Writer) (BlobsMigrated, error) {
 	var done BlobsMigrated
-	if isSQLite(o.Store) {
-		return done, errors.New("blob bytes move into a PostgreSQL store's database: give --store a postgres:// URL")
-	}
 	local, err := existingBlobs(filepath.Join(o.DataDir, "blobs"))
 	if err != nil {
 		return done, err
@@ -46,11 +45,13 @@ func MigrateBlobs(ctx context.Context, o Options, out io.Writer) (BlobsMigrated,
 		return done, err
 	}
 	defer closeDB()
-	inDB, ok := db.(interface{ Blobs() blobs.Bytes })
-	if !ok {
-		return done, fmt.Errorf("store %s keeps no blob bytes", o.Store)
+	shared, err := openBlobs(ctx, o, db)
+	if err != nil {
+		return done, err
 	}
-	shared := inDB.Blobs()
+	if _, onDisk := shared.(*blobfs.FS); onDisk {
+		return done, errors.New("blob bytes move into a store every node reads: --blobs postgres (with a postgres:// --store) or an s3:// URL")
+	}
 	err = local.Each(func(ns, sum string) error {
 		var size int64
 		err := db.View(ctx, func(tx store.Tx) error {

@@ -3,10 +3,11 @@
 // bytes and nothing else; which blobs exist, who may read them and which
 // uploads are pending is metadata the store keeps.
 //
-// Two kinds exist: package blobfs keeps the bytes on one machine's disk
+// Three kinds exist: package blobfs keeps the bytes on one machine's disk
 // (one node, SQLite); the PostgreSQL store keeps them in its database,
-// where every node reads them (package postgres, blobs.go). Both pass the
-// conformance suite in blobtest.
+// where every node reads them (package postgres, blobs.go); package
+// blobs3 keeps them in an S3-compatible object store, where every node
+// reads them too. All pass the conformance suite in blobtest.
 package blobs
 
 import (
@@ -68,6 +69,11 @@ var ErrNoUpload = errors.New("blobs: no bytes received for this upload")
 
 // ErrMissing is returned when bytes asked for are not held.
 var ErrMissing = errors.New("blobs: these bytes are not held here")
+
+// ErrUnavailable wraps failures of a byte store that is elsewhere (an
+// object store) to answer at all: the operation may succeed when retried,
+// and the client is told so (503), not that the server failed.
+var ErrUnavailable = errors.New("blobs: the byte store did not answer")
 
 // ReadError is a failure to read the bytes being received (the client went
 // away, or the body was cut short), as opposed to a failure to store them.

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/blobs"
 	"github.com/tessera-dev/tessera/internal/store"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
@@ -46,7 +47,7 @@ func Status(code tessera.Code) int {
 
 // Fault is the one mapping from any error to the API's: an *tessera.Error
 // as it is; storage that cannot serve (store.Unavailable, a full or failing
-// disk under the blob bytes) as unavailable with its retry hint; a
+// disk under the blob bytes, an object store that does not answer) as unavailable with its retry hint; a
 // canceled request as unavailable; anything else as internal, which shows
 // nothing of itself (the caller logs it).
 func Fault(err error) *tessera.Error {
@@ -59,6 +60,9 @@ func Fault(err error) *tessera.Error {
 		return u.API()
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return tessera.Errorf(tessera.CodeUnavailable, "the request was canceled")
+	case errors.Is(err, blobs.ErrUnavailable):
+		return &tessera.Error{Code: tessera.CodeUnavailable, RetryAfter: 30 * time.Second,
+			Message: "blob storage is unavailable (the object store did not answer); the operation was not completed: retry later"}
 	}
 	if d := diskFault(err); d != nil {
 		return d

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -388,9 +389,27 @@ func TestConsoleAdminManagesKeys(t *testing.T) {
 	if !strings.HasPrefix(secret, "tsk_") {
 		t.Fatalf("the new key shows as %q", secret)
 	}
-	s.must(200, "GET", "/v1/me", secret, nil)
+	var worker, admin struct {
+		Principal struct {
+			ID          string `json:"id"`
+			DisplayName string `json:"display_name"`
+		} `json:"principal"`
+	}
+	s.must(200, "GET", "/v1/me", secret, nil).decode(t, &worker)
+	s.must(200, "GET", "/v1/me", adminKey, nil).decode(t, &admin)
 	b.shot("console-admin")
 	id := keyID(t, secret)
+	// Principals show by display name, the id on hover; times by how
+	// long ago, their one stamp (UTC, to the second) on hover.
+	owner := `tr[data-key="` + id + `"] td:nth-child(2) .who`
+	if got, title := b.text(owner), eval[string](b, `document.querySelector('`+owner+`').title`); got != worker.Principal.DisplayName || title != worker.Principal.ID {
+		t.Fatalf("the new key's principal shows as %q (hover %q), want %q (hover %s)", got, title, worker.Principal.DisplayName, worker.Principal.ID)
+	}
+	stamp := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`)
+	made := `tr[data-key="` + id + `"] td:nth-child(4) time`
+	if got, title := b.text(made), eval[string](b, `document.querySelector('`+made+`').title`); !regexp.MustCompile(`^(just now|\d+ s ago)$`).MatchString(got) || !stamp.MatchString(title) {
+		t.Fatalf("the new key's time shows as %q (hover %q), want seconds ago (hover a UTC stamp)", got, title)
+	}
 	b.click("revoke it", `tr[data-key="`+id+`"] button.danger`, `tr[data-key="`+id+`"] .meta`)
 	if got := b.text(`tr[data-key="` + id + `"] .meta`); !strings.HasPrefix(got, "revoked") {
 		t.Fatalf("after revoking, the key's row says %q", got)
@@ -398,7 +417,13 @@ func TestConsoleAdminManagesKeys(t *testing.T) {
 	if r := s.do("GET", "/v1/me", secret, nil); r.Status != 401 {
 		t.Fatalf("the revoked key %s still answers %d", id, r.Status)
 	}
-	b.open("#/ns/main/audit", `td code`)
+	b.open("#/ns/main/audit", `td .who`)
+	if got, title := b.text(`tbody td .who`), eval[string](b, `document.querySelector('tbody td .who').title`); got != admin.Principal.DisplayName || title != admin.Principal.ID {
+		t.Fatalf("the audit's principal shows as %q (hover %q), want %q (hover %s)", got, title, admin.Principal.DisplayName, admin.Principal.ID)
+	}
+	if n := eval[int](b, `[...document.querySelectorAll('tbody time')].filter((e) => !/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/.test(e.title)).length`); n != 0 {
+		t.Fatalf("%d audit times have no UTC stamp on hover", n)
+	}
 	b.shot("console-audit")
 }
 

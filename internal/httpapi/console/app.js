@@ -79,8 +79,43 @@
     return future ? "in " + said : said + " ago";
   }
 
+  // stamp is the one way a time is written out: UTC, to the second.
+  function stamp(iso) {
+    return new Date(iso).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  }
+
+  // when shows a time as how long ago it was, its stamp on hover; at, in
+  // feeds and trails, shows the stamp, how long ago on hover.
   function when(iso, now) {
-    return iso ? el("time", {datetime: iso, title: iso}, ago(iso, now)) : "—";
+    return iso ? el("time", {datetime: iso, title: stamp(iso)}, ago(iso, now)) : "—";
+  }
+
+  function at(iso) {
+    return el("time", {datetime: iso, title: ago(iso)}, stamp(iso));
+  }
+
+  // names holds the display names the key may read: its own principal's,
+  // and every principal's for an admin key (its principals list).
+  const names = new Map();
+  let namesRead = 0;
+
+  async function readNames() {
+    names.set(me.principal.id, me.principal.display_name || me.principal.id);
+    if (!isAdmin() || Date.now() - namesRead < 60000) return;
+    namesRead = Date.now();
+    try {
+      const page = await api("GET", "/v1/admin/principals?limit=200");
+      page.principals.forEach((p) => names.set(p.id, p.display_name || p.id));
+    } catch (e) {
+      // Names are a convenience: ids show meanwhile.
+    }
+  }
+
+  // who shows a principal by its display name, the id on hover; a
+  // principal whose name the key may not read shows as its id.
+  function who(id) {
+    if (!id) return "—";
+    return names.has(id) ? el("span", {class: "who", title: id}, isolated(names.get(id))) : el("code", {title: id}, id);
   }
 
   function short(id) {
@@ -299,6 +334,7 @@
         return;
       }
     }
+    await readNames();
     const {parts, params} = route();
     let ns = "main";
     let page = "overview";
@@ -339,6 +375,8 @@
   function forget(why) {
     key = null;
     me = null;
+    names.clear();
+    namesRead = 0;
     sessionStorage.removeItem(KEY);
     if (stream.ctrl) stream.ctrl.abort();
     stream.ctrl = null;
@@ -357,6 +395,8 @@
       if (!k) return;
       key = k;
       me = null;
+      names.clear();
+      namesRead = 0;
       sessionStorage.setItem(KEY, k);
       render();
     }},
@@ -528,8 +568,7 @@
         el("td", {}, groupName(g.group)),
         el("td", {class: "num group-running"}, g.running + " / " + (cap > 0 ? cap : "no cap")),
         el("td", {}, rateText(g.rate)),
-        el("td", {class: "group-cooldown"}, cooling ? el("time", {datetime: g.cooldown_until, title: g.cooldown_until},
-          new Date(g.cooldown_until).toLocaleString(), " (", ago(g.cooldown_until, now), ")") : "—"),
+        el("td", {class: "group-cooldown"}, cooling ? [at(g.cooldown_until), " (", ago(g.cooldown_until, now), ")"] : "—"),
         el("td", {}, when(g.last_granted_at, now)));
     });
     return el("div", {},
@@ -581,7 +620,7 @@
 
   function feedItem(ns, ev) {
     return el("li", {},
-      el("time", {datetime: ev.time, title: ev.time}, new Date(ev.time).toLocaleTimeString()),
+      at(ev.time),
       el("span", {class: "kind"}, ev.kind),
       ev.task_id ? el("a", {href: "#/ns/" + encodeURIComponent(ns) + "/task/" + encodeURIComponent(ev.task_id)}, short(ev.task_id)) : null,
       ev.title ? isolated(ev.title, "title") : el("code", {}, text(ev.target)),
@@ -837,7 +876,7 @@
       case "ready":
         return ["waiting to be claimed since ", when(t.run_at)];
       case "leased":
-        return t.lease ? ["leased by ", el("code", {}, t.lease.holder), "; the lease expires ", when(t.lease.expires_at), t.cancel_requested ? " — cancel requested: the holder is told at its next heartbeat" : ""] : ["leased"];
+        return t.lease ? ["leased by ", who(t.lease.holder), "; the lease expires ", when(t.lease.expires_at), t.cancel_requested ? " — cancel requested: the holder is told at its next heartbeat" : ""] : ["leased"];
       case "paused":
         return ["paused: not claimed until resumed"];
       case "dead":
@@ -885,7 +924,7 @@
           el("dt", {}, "attempts"), el("dd", {}, t.attempts + " of " + t.max_attempts),
           el("dt", {}, "priority"), el("dd", {}, String(t.priority)),
           el("dt", {}, "labels"), el("dd", {}, (t.labels || []).join(", ") || "—"),
-          el("dt", {}, "made"), el("dd", {}, when(t.created_at), " by ", el("code", {}, t.created_by)),
+          el("dt", {}, "made"), el("dd", {}, when(t.created_at), " by ", who(t.created_by)),
           el("dt", {}, "updated"), el("dd", {}, when(t.updated_at)),
           el("dt", {}, "run at"), el("dd", {}, when(t.run_at)),
           t.dependency ? [el("dt", {}, "after"), el("dd", {id: "task-after"}, t.dependency.after.map((p, i) => [i ? ", " : "",
@@ -901,7 +940,7 @@
       (t.runs || []).length ? el("div", {class: "scroll"}, el("table", {},
         el("thead", {}, el("tr", {}, ["run", "attempt", "holder", "started", "ended", "outcome", "error"].map((h) => el("th", {}, h)))),
         el("tbody", {}, t.runs.map((r) => el("tr", {},
-          el("td", {}, short(r.run_id)), el("td", {class: "num"}, String(r.attempt)), el("td", {}, el("code", {}, r.holder)),
+          el("td", {}, short(r.run_id)), el("td", {class: "num"}, String(r.attempt)), el("td", {}, who(r.holder)),
           el("td", {}, when(r.started_at)), el("td", {}, r.ended_at ? when(r.ended_at) : "running"),
           el("td", {}, r.outcome || "—"), el("td", {class: "run-error"}, text(r.error || ""))))))) : el("p", {class: "meta"}, "Never claimed."),
       el("h2", {}, "Records its runs wrote"),
@@ -911,17 +950,17 @@
       el("h2", {}, "Trail"),
       el("p", {class: "meta"}, "What happened to it since ", when(trail.since), ", oldest first."),
       el("div", {class: "card"}, el("ol", {class: "feed", id: "trail"}, trail.events.map((e) => trailItem(e)),
-        (trail.notes || []).map((n) => el("li", {}, el("time", {datetime: n.time, title: n.time}, new Date(n.time).toLocaleString()),
+        (trail.notes || []).map((n) => el("li", {}, at(n.time),
           el("span", {class: "kind"}, n.kind), text(n.body || ""))))));
   }
 
   function trailItem(e) {
     return el("li", {"data-kind": e.kind},
-      el("time", {datetime: e.time, title: e.time}, new Date(e.time).toLocaleString()),
+      at(e.time),
       el("span", {class: "kind"}, e.kind),
       e.state ? stateBadge(e.state) : null,
       e.kind.startsWith("record.") || e.kind.startsWith("blob.") ? el("code", {}, text(e.target)) : null,
-      e.by ? el("span", {class: "meta"}, "by ", e.by) : null);
+      e.by ? el("span", {class: "meta"}, "by ", who(e.by)) : null);
   }
 
   function pretty(v) {
@@ -977,13 +1016,13 @@
         el("tbody", {}, page.events.filter((e) => e.namespace === ns).map((e) => el("tr", {},
           el("td", {}, when(e.time)), el("td", {}, el("code", {}, e.action)), el("td", {}, el("code", {}, text(e.target))),
           el("td", {}, e.task_id ? short(e.task_id) : ""), el("td", {}, e.state ? stateBadge(e.state) : ""),
-          el("td", {}, el("code", {}, e.principal_id)), el("td", {class: "num"}, String(e.status))))))),
+          el("td", {}, who(e.principal_id)), el("td", {class: "num"}, String(e.status))))))),
       el("h2", {}, "Counters"),
       el("div", {class: "scroll"}, el("table", {},
         el("thead", {}, el("tr", {}, ["minute", "action", "outcome", "principal", "count"].map((h) => el("th", {}, h)))),
         el("tbody", {}, page.counters.filter((c) => c.namespace === ns).map((c) => el("tr", {},
           el("td", {}, when(c.minute)), el("td", {}, el("code", {}, c.action)), el("td", {}, c.outcome),
-          el("td", {}, el("code", {}, c.principal_id)), el("td", {class: "num"}, String(c.count))))))));
+          el("td", {}, who(c.principal_id)), el("td", {class: "num"}, String(c.count))))))));
     return {};
   }
 
@@ -1002,6 +1041,7 @@
       try {
         const p = await api("POST", "/v1/admin/principals", {kind: kind.value, display_name: pname.value, account: account.value || undefined});
         flash = {kind: "notice", text: "Principal " + p.display_name + " made: " + p.id};
+        namesRead = 0;
         render();
       } catch (err) {
         say("error", err.message);
@@ -1028,7 +1068,7 @@
       return el("table", {},
         el("thead", {}, el("tr", {}, ["id", "principal", "scopes", "made", "expires", ""].map((h) => el("th", {}, h)))),
         el("tbody", {}, list.map((k) => el("tr", {"data-key": k.id},
-          el("td", {}, el("code", {}, k.id)), el("td", {}, el("code", {}, k.principal_id)), el("td", {}, (k.scopes || []).join(" ")),
+          el("td", {}, el("code", {}, k.id)), el("td", {}, who(k.principal_id)), el("td", {}, (k.scopes || []).join(" ")),
           el("td", {}, when(k.created_at)), el("td", {}, k.expires_at ? when(k.expires_at) : "never"),
           el("td", {}, k.revoked_at ? el("span", {class: "meta"}, "revoked ", when(k.revoked_at)) :
             el("button", {type: "button", class: "danger quiet", onclick: async () => {

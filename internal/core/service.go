@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -90,9 +91,11 @@ type Service struct {
 
 	audit *auditor
 
-	streams streamSlots // stream.go: the live event streams open
-	pauses  queueSets   // queuectl.go: the paused queues, remembered
-	fleet   queueSets   // fleet.go: the queues whose claims take the fleet path
+	streams     streamSlots  // stream.go: the live event streams open
+	streamReads atomic.Int64 // stream.go: their reads of the audit trail
+	public      publicFeed   // publicfeed.go: the keyless streams' reader
+	pauses      queueSets    // queuectl.go: the paused queues, remembered
+	fleet       queueSets    // fleet.go: the queues whose claims take the fleet path
 
 	claimantsMu sync.Mutex
 	claimants   map[string]time.Time // fleet.go: capability sets last recorded, by queue

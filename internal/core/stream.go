@@ -160,6 +160,19 @@ func (s *Service) takeStream(owner string, kind streamKind) (func(), error) {
 	}, nil
 }
 
+// StreamReads reports how often live streams have read the audit trail
+// on this node since start: once per wake of each keyed stream, once per
+// wake of the public feed for every keyless one.
+func (s *Service) StreamReads() int64 { return s.streamReads.Load() }
+
+// OpenStreamsByHolder reports the streams open on this node by who holds
+// them: "key", "session" or "keyless".
+func (s *Service) OpenStreamsByHolder() map[string]int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return map[string]int{"key": s.streams.byKind[keyedStream], "session": s.streams.byKind[sessionStream], "keyless": s.streams.byKind[keylessStream]}
+}
+
 // OpenStreams reports the streams open on this node.
 func (s *Service) OpenStreams() int {
 	s.streams.mu.Lock()
@@ -218,7 +231,20 @@ func (s *Service) Stream(ctx context.Context, a *auth.Actor, ns string, p Stream
 			return nil
 		}
 	}
-	err = st.run(ctx)
+	if a == nil {
+		resume := p.LastEventID
+		if gap != nil {
+			resume = ""
+		}
+		if seq, ok := s.public.join(s, resume); ok {
+			defer s.public.leave()
+			err = s.followPublic(ctx, seq, p, sink)
+		} else {
+			err = st.run(ctx)
+		}
+	} else {
+		err = st.run(ctx)
+	}
 	if errors.Is(err, errClientGone) || ctx.Err() != nil {
 		return nil
 	}
@@ -390,6 +416,7 @@ func (st *streamer) drain(ctx context.Context) error {
 		f := st.filter
 		f.After = from
 		var page []store.StreamEvent
+		s.streamReads.Add(1)
 		err := s.store.View(ctx, func(tx store.Tx) (err error) {
 			page, err = tx.AuditStream(ctx, f)
 			return err

@@ -113,13 +113,15 @@ var (
 	descListenerAge       = prometheus.NewDesc("tessera_listener_last_notify_age_seconds", "Seconds since the listening connection last heard a notification, its own probes (every 5 s) included.", nil, nil)
 	descListenerPeers     = prometheus.NewDesc("tessera_listener_peers", "Other nodes heard in the last 17 s (their probes, every 5 s); while there are none, this node sends no notifications.", nil, nil)
 	descNotificationsSent = prometheus.NewDesc("tessera_notifications_sent_total", "Notifications this node sent the other nodes (PostgreSQL NOTIFY), each carrying the topics of the commits a few milliseconds gathered.", nil, nil)
+	descStreams           = prometheus.NewDesc("tessera_event_streams", "Live event streams open on this node, by holder: key, session (anonymous demo sessions, together at most a quarter of --max-streams) or keyless (the board's, together at most a quarter).", []string{"holder"}, nil)
+	descStreamReads       = prometheus.NewDesc("tessera_event_stream_reads_total", "Reads of the audit trail by live streams since start: one per wake of each keyed stream, one per wake of the public feed for all keyless streams together.", nil, nil)
 )
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRowsWritten, descRowsRead, descRowsWrittenToday, descRowsReadToday,
 		descAllowance, descAllowanceLeft, descQueueTasks, descQueueLeases, descQueueOldest, descQueueGroupReady, descOmitted,
 		descRunsEnded, descTasksDead, descCommits, descSyncs, descSyncSeconds, descWrites, descWriteSeconds, descScrapeError,
-		descListenerHealthy, descListenerAge, descListenerPeers, descNotificationsSent} {
+		descListenerHealthy, descListenerAge, descListenerPeers, descNotificationsSent, descStreams, descStreamReads} {
 		ch <- d
 	}
 }
@@ -164,6 +166,11 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descListenerPeers, float64(l.Peers))
 		counter(descNotificationsSent, float64(l.Sent))
 	}
+
+	for holder, n := range c.svc.OpenStreamsByHolder() {
+		gauge(descStreams, float64(n), holder)
+	}
+	counter(descStreamReads, float64(c.svc.StreamReads()))
 
 	runs := c.svc.RunTotals()
 	for k, n := range runs.Ended {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -76,4 +77,63 @@ func TestAnExpiredKeysStreamEnds(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("an expired key's stream stayed open 5 s after its expiry was seen")
 	}
+}
+
+// The board's streams share one reader per node (issue 42): with twenty
+// open, a public change costs the store one read of the trail, as with
+// one, and every stream gets it; a stream filtered by queue gets its
+// queue's only, and one that resumes from an event gets what followed.
+func TestTheBoardsStreamsShareOneReader(t *testing.T) {
+	s, _ := serverWith(t, t.TempDir(), tessera.NewManualClock(time.Now()), func(o *app.Options) {
+		o.HTTP.TrustProxy = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	public := func(title, queue string) tessera.Task {
+		return s.enqueue("main", adminKey, map[string]any{"title": title, "queue": queue, "public": true})
+	}
+	first := s.openStream("/v1/events", "", from("203.0.113.1")...)
+	warm := public("warm", "mail") // the reader's first read is done once this arrives
+	if e := first.event(); e.TaskID != warm.ID {
+		t.Fatalf("first stream: %+v", e)
+	}
+	reads := s.Core.StreamReads()
+	one := public("one stream", "mail")
+	seen := first.event()
+	if seen.TaskID != one.ID || seen.By != "" {
+		t.Fatalf("first stream: %+v", seen)
+	}
+	if n := s.Core.StreamReads() - reads; n != 1 {
+		t.Fatalf("a change read the trail %d times for one stream, want 1", n)
+	}
+
+	s.Clock.Advance(2 * time.Second) // past the moment a new stream looks back
+	streams := []*sseStream{first}
+	for i := range 19 {
+		streams = append(streams, s.openStream("/v1/events", "", from(fmt.Sprintf("203.0.113.%d", 10+i))...))
+	}
+	mail := s.openStream("/v1/events?queue=mail", "", from("203.0.113.50")...)
+	resumed := s.openStream("/v1/events", "", append(from("203.0.113.51"), "Last-Event-ID", seen.ID)...)
+	if got := s.Core.OpenStreamsByHolder()["keyless"]; got != 22 {
+		t.Fatalf("%d keyless streams open, want 22", got)
+	}
+	reads = s.Core.StreamReads()
+	build := public("twenty streams", "build")
+	for i, st := range append(streams, resumed) {
+		if e := st.event(); e.TaskID != build.ID {
+			t.Fatalf("stream %d: %+v, want %s", i, e, build.ID)
+		}
+	}
+	if n := s.Core.StreamReads() - reads; n != 1 {
+		t.Fatalf("a change read the trail %d times for 22 streams, want 1: one reader for them all", n)
+	}
+	last := public("mail again", "mail")
+	if e := mail.event(); e.TaskID != last.ID {
+		t.Fatalf("the mail stream: %+v, want only mail's %s", e, last.ID)
+	}
+	for _, st := range append(streams, resumed) {
+		if e := st.event(); e.TaskID != last.ID {
+			t.Fatalf("%+v, want %s", e, last.ID)
+		}
+		st.quiet()
+	}
+	mail.quiet()
 }

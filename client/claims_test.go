@@ -120,10 +120,20 @@ func TestAnEmptyClaimSaysWhenTheQueueIsUnknown(t *testing.T) {
 		t.Fatalf("Claim logged: %s", logs.String())
 	}
 
-	wctx, cancel := context.WithCancel(ctx)
+	pollThrice(t, polls, c.InNamespace("typos"), client.ClaimRequest{Queue: "typo", WaitSeconds: 1})
+	wantOneLine(t, &logs, `level=WARN msg="tessera: queue \"typo\" in namespace \"typos\" has never had a task; check the queue and namespace names (waiting for one meanwhile)"`)
+}
+
+// pollThrice runs WaitClaim until it has polled three times, and ends it.
+func pollThrice(t *testing.T, polls chan struct{}, c *client.Client, req client.ClaimRequest) {
+	t.Helper()
+	for len(polls) > 0 {
+		<-polls
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.InNamespace("typos").WaitClaim(wctx, client.ClaimRequest{Queue: "typo", WaitSeconds: 1})
+		_, err := c.WaitClaim(ctx, req)
 		done <- err
 	}()
 	for range 3 {
@@ -133,9 +143,13 @@ func TestAnEmptyClaimSaysWhenTheQueueIsUnknown(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	want := `level=WARN msg="tessera: queue \"typo\" in namespace \"typos\" has never had a task; check the queue and namespace names (waiting for one meanwhile)"`
+}
+
+// wantOneLine fails t unless logs hold one line, ending with want.
+func wantOneLine(t *testing.T, logs *bytes.Buffer, want string) {
+	t.Helper()
 	if got := strings.TrimSpace(logs.String()); strings.Count(got, "\n") != 0 || !strings.HasSuffix(got, want) {
-		t.Fatalf("three polls of an unknown queue logged:\n%s\nwant one line ending\n%s", got, want)
+		t.Fatalf("three polls logged:\n%s\nwant one line ending\n%s", got, want)
 	}
 }
 
@@ -182,26 +196,8 @@ func TestAnEmptyClaimSaysWhatTheClaimantLacks(t *testing.T) {
 	if _, err := c.Enqueue(ctx, client.EnqueueRequest{Queue: "q", Title: "gpu again", Requires: []string{"gpu"}}); err != nil {
 		t.Fatal(err)
 	}
-	for len(polls) > 0 {
-		<-polls
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.WaitClaim(wctx, client.ClaimRequest{Queue: "q", Capabilities: []string{"linux"}, WaitSeconds: 1})
-		done <- err
-	}()
-	for range 3 {
-		<-polls
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	want := `level=WARN msg="tessera: queue \"q\" in namespace \"fleet\" has ready tasks that require gpu, which this worker's capabilities [linux] do not cover (waiting for work it can take meanwhile)"`
-	if got := strings.TrimSpace(logs.String()); strings.Count(got, "\n") != 0 || !strings.HasSuffix(got, want) {
-		t.Fatalf("three polls logged:\n%s\nwant one line ending\n%s", got, want)
-	}
+	pollThrice(t, polls, c, client.ClaimRequest{Queue: "q", Capabilities: []string{"linux"}, WaitSeconds: 1})
+	wantOneLine(t, &logs, `level=WARN msg="tessera: queue \"q\" in namespace \"fleet\" has ready tasks that require gpu, which this worker's capabilities [linux] do not cover (waiting for work it can take meanwhile)"`)
 }
 
 // A 429 the client retries is counted and logged once, at debug level.

@@ -81,31 +81,10 @@ func (f *FS) lock(id string) *sync.Mutex {
 	return &f.locks[h.Sum32()%uint32(len(f.locks))]
 }
 
-// validName guards every name that becomes a path element: upload ids and
-// namespaces are short [A-Za-z0-9-] words, never "." or "..".
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func checkNames(ns, sum string) error {
-	if !validName(ns) || !blobs.ValidSum(sum) {
-		return fmt.Errorf("blobfs: bad namespace %q or sum %q", ns, sum)
-	}
-	return nil
-}
-
 // Receive stores the bytes in tmp/, fsyncs them, and renames them to the
 // upload's name.
 func (f *FS) Receive(_ context.Context, id string, r io.Reader, limit int64) (blobs.Received, error) {
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return blobs.Received{}, fmt.Errorf("blobfs: bad upload id %q", id)
 	}
 	tmp, err := os.CreateTemp(f.tmpDir(), id+".*.part")
@@ -149,10 +128,10 @@ func (f *FS) Receive(_ context.Context, id string, r io.Reader, limit int64) (bl
 
 // Promote hashes the upload's file and links it to the content address.
 func (f *FS) Promote(_ context.Context, id, ns, sum string, size int64) error {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return err
 	}
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return fmt.Errorf("blobfs: bad upload id %q", id)
 	}
 	mu := f.lock(id)
@@ -221,7 +200,7 @@ func hashFile(path string) (blobs.Received, error) {
 
 // Discard removes the upload's file, if any.
 func (f *FS) Discard(_ context.Context, id string) error {
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return nil
 	}
 	mu := f.lock(id)
@@ -235,7 +214,7 @@ func (f *FS) Discard(_ context.Context, id string) error {
 
 // Open opens the file at the content address.
 func (f *FS) Open(_ context.Context, ns, sum string) (io.ReadSeekCloser, error) {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return nil, err
 	}
 	file, err := os.Open(f.blobPath(ns, sum))
@@ -250,7 +229,7 @@ func (f *FS) Open(_ context.Context, ns, sum string) (io.ReadSeekCloser, error) 
 
 // Exists reports whether namespace ns holds committed bytes of sum.
 func (f *FS) Exists(ns, sum string) bool {
-	if checkNames(ns, sum) != nil {
+	if blobs.CheckNames(ns, sum) != nil {
 		return false
 	}
 	_, err := os.Stat(f.blobPath(ns, sum))
@@ -269,7 +248,7 @@ func (f *FS) Each(fn func(ns, sum string) error) error {
 	}
 	for _, space := range spaces {
 		ns := space.Name()
-		if !space.IsDir() || !validName(ns) {
+		if !space.IsDir() || !blobs.ValidName(ns) {
 			continue
 		}
 		err := filepath.WalkDir(filepath.Join(f.root, "ns", ns, "sha256"), func(path string, d fs.DirEntry, err error) error {
@@ -290,7 +269,7 @@ func (f *FS) Each(fn func(ns, sum string) error) error {
 
 // Remove deletes the file at the content address, if any.
 func (f *FS) Remove(_ context.Context, ns, sum string) error {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return err
 	}
 	if err := os.Remove(f.blobPath(ns, sum)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -303,7 +282,7 @@ func (f *FS) Remove(_ context.Context, ns, sum string) error {
 // (one rename, so a crash never leaves half a namespace's bytes at their
 // names), then removes it; Sweep clears what a crash left there.
 func (f *FS) RemoveNamespace(_ context.Context, ns string) error {
-	if !validName(ns) {
+	if !blobs.ValidName(ns) {
 		return fmt.Errorf("blobfs: bad namespace %q", ns)
 	}
 	dir := filepath.Join(f.root, "ns", ns)

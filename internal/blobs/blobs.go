@@ -93,6 +93,29 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("blobs: received %d bytes with sha256 %s, not what was declared", e.Size, e.SHA256)
 }
 
+// ValidName reports whether s may name an upload or a namespace where
+// the bytes live (a path element, a key segment): a short [A-Za-z0-9-]
+// word, never "." or "..".
+func ValidName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckNames refuses a namespace and sum that may not name bytes.
+func CheckNames(ns, sum string) error {
+	if !ValidName(ns) || !ValidSum(sum) {
+		return fmt.Errorf("blobs: bad namespace %q or sum %q", ns, sum)
+	}
+	return nil
+}
+
 // ValidSum reports whether sum is a SHA-256 sum as 64 lowercase hex digits.
 func ValidSum(sum string) bool {
 	if len(sum) != 64 {

@@ -101,27 +101,6 @@ func (s *Store) blobKey(ns, sum string) string {
 	return s.nsPrefix(ns) + sum
 }
 
-// validName guards every name that becomes part of a key: upload ids and
-// namespaces are short [A-Za-z0-9-] words.
-func validName(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for _, c := range v {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func checkNames(ns, sum string) error {
-	if !validName(ns) || !blobs.ValidSum(sum) {
-		return fmt.Errorf("blobs3: bad namespace %q or sum %q", ns, sum)
-	}
-	return nil
-}
-
 // fault marks a failure of the object store to answer as
 // blobs.ErrUnavailable: a transport error or a 5xx (SlowDown,
 // ServiceUnavailable, InternalError) may pass; a 4xx is a fault here.
@@ -146,7 +125,7 @@ func notFound(err error) bool {
 // Receive spools the bytes to an unlinked temporary file while hashing
 // them, then PUTs them whole under uploads/.
 func (s *Store) Receive(ctx context.Context, id string, r io.Reader, limit int64) (blobs.Received, error) {
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return blobs.Received{}, fmt.Errorf("blobs3: bad upload id %q", id)
 	}
 	spool, err := os.CreateTemp("", "tessera-upload-*")
@@ -186,10 +165,10 @@ func (s *Store) Receive(ctx context.Context, id string, r io.Reader, limit int64
 // Promote checks the upload's recorded sum and size and copies it to its
 // content address, unless the namespace holds those bytes already.
 func (s *Store) Promote(ctx context.Context, id, ns, sum string, size int64) error {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return err
 	}
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return blobs.ErrNoUpload
 	}
 	up, err := s.client.StatObject(ctx, s.bucket, s.uploadKey(id), minio.StatObjectOptions{})
@@ -224,7 +203,7 @@ func (s *Store) Promote(ctx context.Context, id, ns, sum string, size int64) err
 
 // Discard deletes the upload's object, if any.
 func (s *Store) Discard(ctx context.Context, id string) error {
-	if !validName(id) {
+	if !blobs.ValidName(id) {
 		return nil
 	}
 	return fault("discarding upload "+id, s.client.RemoveObject(ctx, s.bucket, s.uploadKey(id), minio.RemoveObjectOptions{}))
@@ -233,7 +212,7 @@ func (s *Store) Discard(ctx context.Context, id string) error {
 // Open opens the object at the content address; it reads with ranged GETs
 // from wherever the reader seeks.
 func (s *Store) Open(ctx context.Context, ns, sum string) (io.ReadSeekCloser, error) {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return nil, err
 	}
 	obj, err := s.client.GetObject(ctx, s.bucket, s.blobKey(ns, sum), minio.GetObjectOptions{})
@@ -252,7 +231,7 @@ func (s *Store) Open(ctx context.Context, ns, sum string) (io.ReadSeekCloser, er
 
 // Remove deletes the object at the content address, if any.
 func (s *Store) Remove(ctx context.Context, ns, sum string) error {
-	if err := checkNames(ns, sum); err != nil {
+	if err := blobs.CheckNames(ns, sum); err != nil {
 		return err
 	}
 	return fault("removing blob "+sum, s.client.RemoveObject(ctx, s.bucket, s.blobKey(ns, sum), minio.RemoveObjectOptions{}))
@@ -260,7 +239,7 @@ func (s *Store) Remove(ctx context.Context, ns, sum string) error {
 
 // RemoveNamespace deletes every object under the namespace's prefix.
 func (s *Store) RemoveNamespace(ctx context.Context, ns string) error {
-	if !validName(ns) {
+	if !blobs.ValidName(ns) {
 		return fmt.Errorf("blobs3: bad namespace %q", ns)
 	}
 	_, err := s.removeListed(ctx, s.nsPrefix(ns), func(minio.ObjectInfo) bool { return true })

@@ -27,6 +27,12 @@ const (
 	OutcomeFailed    = "failed"
 )
 
+// Trace is a W3C trace context (https://www.w3.org/TR/trace-context/).
+type Trace struct {
+	Traceparent string `json:"traceparent"`
+	Tracestate  string `json:"tracestate,omitempty"`
+}
+
 // Task is a unit of work.
 type Task struct {
 	Namespace string          `json:"namespace"`
@@ -40,8 +46,12 @@ type Task struct {
 	// Requires are the capabilities a claimant must show to be granted
 	// the task (sorted); Group is who the task is for. Both are empty for
 	// a task anyone may take, outside any group.
-	Requires        []string        `json:"requires,omitempty"`
-	Group           string          `json:"group,omitempty"`
+	Requires []string `json:"requires,omitempty"`
+	Group    string   `json:"group,omitempty"`
+	// Trace is the W3C trace context the task was enqueued in: a worker
+	// continues its producer's trace from it (tessera work passes it to
+	// its command as TRACEPARENT and TRACESTATE).
+	Trace           *Trace          `json:"trace,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -135,6 +145,9 @@ type EnqueueRequest struct {
 	// bytes): claims rotate across a queue's groups, and a group's live
 	// leases and rate may be capped (SetQueueSettings, SetGroupSettings).
 	Group string `json:"group,omitempty"`
+	// Trace is the W3C trace context to enqueue the task in (the
+	// producer's current span), handed to every worker that claims it.
+	Trace *Trace `json:"trace,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }

@@ -42,6 +42,23 @@ func (EnqueueParams) Bounds() input.Bounds {
 		"ref":      input.Match(input.NameFormat).Doc("a name for this task, unique in its batch, that later tasks of the batch can wait on in their after"),
 		"requires": requiresBound,
 		"group":    groupBound,
+		"trace":    input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
+	}
+}
+
+// Trace is a W3C trace context as the API takes it.
+type Trace tessera.Trace
+
+// TraceparentFormat is a W3C traceparent of version 00.
+var TraceparentFormat = input.NewFormat(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`, 55)
+
+// TracestateFormat is what a tracestate may hold: printable ASCII.
+var TracestateFormat = input.NewFormat(fmt.Sprintf(`^[\x20-\x7e]{0,%d}$`, tessera.MaxTracestateLen), tessera.MaxTracestateLen)
+
+func (Trace) Bounds() input.Bounds {
+	return input.Bounds{
+		"traceparent": input.Match(TraceparentFormat).Doc("version-traceid-parentid-flags, e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+		"tracestate":  input.Match(TracestateFormat).Doc(fmt.Sprintf("vendor entries, up to %d characters", tessera.MaxTracestateLen)),
 	}
 }
 

@@ -53,6 +53,8 @@ type EnqueueParams struct {
 	// Requires and Group fit the task to a fleet (fleet.go).
 	Requires []string `json:"requires,omitempty"`
 	Group    string   `json:"group,omitempty"`
+	// Trace is the producer's trace context (issue 43).
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
@@ -71,6 +73,9 @@ func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 	if _, _, isID := ids.Parse(p.Ref); isID {
 		// A later task's after could not tell it from the task of that id.
 		return tessera.Invalid("ref", "ref %q has the form of a task id; give a ref another form", p.Ref)
+	}
+	if p.Trace != nil && !tessera.ValidTraceparent(p.Trace.Traceparent) {
+		return tessera.Invalid("trace.traceparent", "traceparent %q is not a W3C traceparent of version 00 with ids not all zero", p.Trace.Traceparent)
 	}
 	if p.OnParentFailure != "" && len(p.After) == 0 {
 		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
@@ -103,7 +108,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	return &tessera.Task{
 		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
-		Requires: canonical(p.Requires), Group: p.Group,
+		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace),
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}

@@ -61,6 +61,9 @@ type Request struct {
 	Budget *Budget
 	// Events is where a Stream route's events go.
 	Events core.EventSink
+	// Trace is the caller's trace context (HTTP's traceparent and
+	// tracestate headers), which an enqueue without its own trace takes.
+	Trace *core.Trace
 }
 
 // Result is what a call came to.
@@ -84,7 +87,7 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	start := time.Now()
 	ctx, usage := meter.WithUsage(ctx)
 	res := &Result{}
-	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
+	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, Trace: r.Trace, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
 	err := x.run(ctx, op, r, c, res)
 	elapsed := time.Since(start)
 	if err == nil {
@@ -107,10 +110,16 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	if res.Status == StatusClientClosed {
 		level = slog.LevelDebug // a client that went away (a long-poll's timeout, a hang-up) is routine, not news
 	}
-	x.log.LogAttrs(ctx, level, "op", slog.String("op", op.Name), slog.String("transport", r.Transport),
+	attrs := []slog.Attr{slog.String("op", op.Name), slog.String("transport", r.Transport),
 		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
 		slog.Int64("duration_ms", elapsed.Milliseconds()),
-		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load()))
+		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load())}
+	if t := r.Trace; t != nil {
+		// The caller's trace and span, so its line joins the caller's
+		// trace in a log search.
+		attrs = append(attrs, slog.String("trace_id", t.Traceparent[3:35]), slog.String("span_id", t.Traceparent[36:52]))
+	}
+	x.log.LogAttrs(ctx, level, "op", attrs...)
 	return res
 }
 

@@ -114,8 +114,10 @@ type Call struct {
 	Events core.EventSink
 	// Transport is "http" or "mcp".
 	Transport string
-	core      *core.Service
-	budget    *Budget
+	// Trace is the caller's trace context, nil for none (Request.Trace).
+	Trace  *core.Trace
+	core   *core.Service
+	budget *Budget
 	// PublicURL is where clients reach the server, for links in answers.
 	PublicURL string
 }

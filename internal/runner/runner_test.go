@@ -107,6 +107,28 @@ func TestACommandThatSucceeds(t *testing.T) {
 	h.noneLeased()
 }
 
+// A task enqueued in a trace hands it to its command as TRACEPARENT and
+// TRACESTATE (issue 43), where OpenTelemetry's environment carriers look;
+// a task without one leaves them unset (the runner's own are cleared).
+func TestACommandContinuesTheProducersTrace(t *testing.T) {
+	h := newHarness(t)
+	t.Setenv("TRACEPARENT", "00-11111111111111111111111111111111-2222222222222222-01")
+	trace := &client.Trace{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "congo=t61rcWkgMzE"}
+	traced, err := h.c.Enqueue(context.Background(), client.EnqueueRequest{Queue: "work", Title: "traced", Trace: trace, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := h.enqueue(nil, 1)
+	h.run(2, `printf '{"traceparent":"%s","tracestate":"%s","set":"%s"}\n' "$TRACEPARENT" "$TRACESTATE" "${TRACEPARENT+set}"`, nil)
+	if got, want := string(h.task(traced.ID).Result), `{"traceparent":"`+trace.Traceparent+`","tracestate":"`+trace.Tracestate+`","set":"set"}`; got != want {
+		t.Fatalf("the traced task's command saw %s, want %s", got, want)
+	}
+	if got, want := string(h.task(plain.ID).Result), `{"traceparent":"","tracestate":"","set":""}`; got != want {
+		t.Fatalf("the untraced task's command saw %s, want %s", got, want)
+	}
+	h.noneLeased()
+}
+
 // Non-zero exit: failed, with the tail of stderr as the error.
 func TestACommandThatFails(t *testing.T) {
 	h := newHarness(t)

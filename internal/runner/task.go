@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -91,14 +92,27 @@ type child struct {
 // stdin, stdout to a temporary file, stderr kept (its tail) and copied,
 // file descriptor 3 read for progress and checkpoint lines, and the
 // previous attempt's checkpoint, when it left one, in a file its
-// environment names (TESSERA_CHECKPOINT_FILE).
+// environment names (TESSERA_CHECKPOINT_FILE), and the task's trace
+// context, when it has one, as TRACEPARENT and TRACESTATE.
+// environ is the runner's environment without a trace context of its
+// own: a command continues its task's trace, or none.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TRACEPARENT=") && !strings.HasPrefix(kv, "TRACESTATE=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 func start(cfg Config, job *client.Job) (*child, error) {
 	out, err := os.CreateTemp("", "tessera-work-stdout-")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(out.Name()) // the open file is all that is needed
-	env := append(append(os.Environ(), cfg.Env...),
+	env := append(append(environ(), cfg.Env...),
 		"TESSERA_TASK_ID="+job.Task.ID,
 		"TESSERA_RUN_ID="+job.Lease.RunID,
 		"TESSERA_NAMESPACE="+job.Task.Namespace,
@@ -106,6 +120,11 @@ func start(cfg Config, job *client.Job) (*child, error) {
 		"TESSERA_ATTEMPT="+strconv.Itoa(job.Task.Attempts),
 		"TESSERA_LEASE_TOKEN="+job.Lease.Token,
 	)
+	if t := job.Task.Trace; t != nil {
+		// The names OpenTelemetry's environment carriers read: the
+		// command's spans continue the producer's trace.
+		env = append(env, "TRACEPARENT="+t.Traceparent, "TRACESTATE="+t.Tracestate)
+	}
 	var checkpoint string
 	if c := job.PreviousCheckpoint; c != nil {
 		if checkpoint, err = writeCheckpoint(c.Value); err != nil {

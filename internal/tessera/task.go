@@ -48,7 +48,10 @@ type Task struct {
 	Group string `json:"group,omitempty"`
 	// Lane is the store's id of the task's (group, requires) in its
 	// queue; 0 for neither.
-	Lane            int64           `json:"-"`
+	Lane int64 `json:"-"`
+	// Trace is the W3C trace context its producer enqueued it in, which
+	// every claim of it hands the worker to continue; nil for none.
+	Trace           *Trace          `json:"trace,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`

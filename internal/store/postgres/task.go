@@ -30,6 +30,7 @@ type taskRow struct {
 	leaseSeconds              *int32
 	run                       runRow
 	requires                  string
+	traceparent, tracestate   *string
 }
 
 // runRow scans a run's columns (sqlschema.RunCols); a task's run is all
@@ -73,7 +74,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane)...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -103,6 +104,12 @@ func (r *taskRow) task() (*tessera.Task, error) {
 		}
 	}
 	t.Run = r.run.get(t.ID)
+	if r.traceparent != nil {
+		t.Trace = &tessera.Trace{Traceparent: *r.traceparent}
+		if r.tracestate != nil {
+			t.Trace.Tracestate = *r.tracestate
+		}
+	}
 	return &t, nil
 }
 
@@ -112,6 +119,14 @@ func scanTask(rows pgx.Row) (*tessera.Task, error) {
 		return nil, err
 	}
 	return r.task()
+}
+
+// traceArgs are a task's trace columns' values: NULL for none.
+func traceArgs(t *tessera.Trace) []any {
+	if t == nil {
+		return []any{nil, nil}
+	}
+	return []any{t.Traceparent, t.Tracestate}
 }
 
 // placeholders returns "$from, …, $(from+n-1)".
@@ -142,6 +157,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 		return err
 	}
 	args = append(args, task.Group, requires, task.Lane)
+	args = append(args, traceArgs(task.Trace)...)
 	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
 		return err
 	}

@@ -44,6 +44,7 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Version:         s.ColumnInt64(26),
 		Group:           s.ColumnText(34),
 		Lane:            s.ColumnInt64(36),
+		Trace:           parseTrace(s.ColumnText(37), s.ColumnText(38)),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
@@ -66,6 +67,22 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		t.Run = scanRun(s, 27, t.ID)
 	}
 	return t, nil
+}
+
+// traceValues are a task's trace columns' values: empty for none.
+func traceValues(t *tessera.Trace) []any {
+	if t == nil {
+		return []any{"", ""}
+	}
+	return []any{t.Traceparent, t.Tracestate}
+}
+
+// parseTrace is traceValues read back.
+func parseTrace(traceparent, tracestate string) *tessera.Trace {
+	if traceparent == "" {
+		return nil
+	}
+	return &tessera.Trace{Traceparent: traceparent, Tracestate: tracestate}
 }
 
 // scanRun reads a run's columns from column i on (sqlschema.RunCols, or
@@ -91,6 +108,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 		return err
 	}
 	args = append(args, task.Group, requires, task.Lane)
+	args = append(args, traceValues(task.Trace)...)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}

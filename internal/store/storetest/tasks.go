@@ -29,6 +29,7 @@ func testTasks(t *testing.T, open Opener) {
 			Progress: json.RawMessage(`{"pct":50}`),
 			Lease: &tessera.Lease{TaskID: "01FULL", RunID: "01RUN", Holder: "p-worker", ExpiresAt: at(time.Minute),
 				Seconds: 120, TokenHash: []byte{0xde, 0xad, 0xbe, 0xef}},
+			Trace: &tessera.Trace{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "congo=t61rcWkgMzE"},
 		}
 		bare := &tessera.Task{
 			Namespace: "main", ID: "01BARE", Queue: "default", Title: "t", Labels: []string{},

@@ -2,8 +2,12 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/tessera-dev/tessera/internal/app"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -92,4 +96,25 @@ func (s *testServer) enqueueWith(t *testing.T, fields map[string]any, headers ..
 	var task tessera.Task
 	s.must(201, "POST", "/v1/tasks", adminKey, fields, headers...).decode(t, &task)
 	return task
+}
+
+// A request in a trace is logged with the caller's trace and span ids,
+// so its line joins the trace in a log search; one without, without.
+func TestARequestsLogLineNamesItsTrace(t *testing.T) {
+	logs := &logBuffer{}
+	s, _ := serverWith(t, t.TempDir(), tessera.NewManualClock(time.Now()), func(o *app.Options) {
+		o.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	s.must(201, "POST", "/v1/tasks", adminKey, map[string]any{"title": "traced"}, "traceparent", producerParent)
+	s.must(201, "POST", "/v1/tasks", adminKey, map[string]any{"title": "plain"})
+	lines := logs.lines(`"op":"task.enqueue"`)
+	if len(lines) != 2 {
+		t.Fatalf("%d enqueue lines logged, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if want := `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"`; !strings.Contains(lines[0], want) {
+		t.Fatalf("the traced enqueue's line:\n%s\nwant it to hold %s", lines[0], want)
+	}
+	if strings.Contains(lines[1], "trace_id") {
+		t.Fatalf("the untraced enqueue's line names a trace:\n%s", lines[1])
+	}
 }

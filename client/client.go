@@ -337,6 +337,12 @@ func (c *Client) send(ctx context.Context, r *request, body []byte) (*reply, err
 	if r.idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", r.idempotencyKey)
 	}
+	if t := TraceFrom(ctx); t != nil {
+		req.Header.Set("traceparent", t.Traceparent)
+		if t.Tracestate != "" {
+			req.Header.Set("tracestate", t.Tracestate)
+		}
+	}
 	req.Header.Set("User-Agent", c.userAgent)
 	res, err := c.http.Do(req)
 	if err != nil {

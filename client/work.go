@@ -223,6 +223,7 @@ func (c *Client) waitClaimSome(ctx context.Context, req ClaimRequest, n int) ([]
 // run as the handler's outcome and its context's cause decide.
 func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep KeepOptions) {
 	log := c.log.With("task", cl.Task.ID, "run", cl.Lease.RunID)
+	work = WithTrace(work, cl.Task.Trace) // the run continues its producer's trace
 	lease := c.Keep(work, cl, keep)
 	defer lease.Stop()
 	job := &Job{Task: &lease.Claim().Task, Lease: &lease.Claim().Lease, PreviousCheckpoint: lease.Claim().PreviousCheckpoint, keeper: lease}

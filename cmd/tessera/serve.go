@@ -19,6 +19,7 @@ import (
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/telemetry"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -33,6 +34,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (/debug/pprof/) on this address of their own (default: off)")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this base URL, e.g. http://collector:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT, else off)")
 	httpCfg := httpapi.Config{Version: version}
 	fs.DurationVar(&httpCfg.BodyReadTimeout, "body-read-timeout", httpapi.DefaultBodyReadTimeout, "a request body must be in within this, plus one second per --min-upload-rate bytes")
 	fs.Int64Var(&httpCfg.MinUploadRate, "min-upload-rate", httpapi.DefaultMinUploadRate, "the slowest a request body may arrive after --body-read-timeout, in bytes per second")
@@ -115,6 +117,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		*publicURL = "http://" + reachable(ln.Addr())
 	}
 	httpCfg.PublicURL, httpCfg.MetricsPublic, httpCfg.TrustProxy = *publicURL, *metricsPublic, proxies
+	stopTraces, tracing, err := telemetry.Setup(ctx, *otlpEndpoint, version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// What the exporter holds goes out before the process ends.
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(flush); err != nil {
+			log.Warn("traces not all exported", "err", err)
+		}
+	}()
 	a, err := app.Open(ctx, app.Options{DataDir: *data, Store: *storeKind, Blobs: *blobsKind, Core: cfg, Allowance: allowance, Log: log,
 		AdminKey: os.Getenv("TESSERA_ADMIN_KEY"), HTTP: httpCfg})
 	if err != nil {
@@ -131,7 +145,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("tessera serving", "url", *publicURL, "board", *publicURL+"/board", "console", *publicURL+"/console", "store", a.Where, "blobs", a.BlobsWhere, "data", dataDir,
-		"version", version, "addr", ln.Addr().String(), "max_connections", httpCfg.MaxConns,
+		"version", version, "addr", ln.Addr().String(), "tracing", tracing, "max_connections", httpCfg.MaxConns,
 		"max_connections_per_address", httpCfg.ConnsPerAddress, "keyless_rate", httpCfg.KeylessRate, "keyless_burst", httpCfg.KeylessBurst)
 	if a.CreatedKey != "" {
 		fmt.Fprintf(stderr, "\ntessera: a new store; its first admin key is shown only this once. To use it:\n\n  export TESSERA_URL=%s\n  export TESSERA_KEY=%s\n\n", *publicURL, a.CreatedKey)

@@ -186,6 +186,7 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 			wait = min(wait, limit)
 		}
 		timer := time.NewTimer(s.pollWait(wait))
+		waited := waitSpan(ctx, "claim.wait")
 		select {
 		case <-woken:
 		case <-timer.C:
@@ -193,6 +194,7 @@ func (s *Service) claim(ctx context.Context, a *auth.Actor, ns string, p ClaimPa
 		case <-s.done:
 		}
 		timer.Stop()
+		waited()
 		unsubscribe()
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()

@@ -90,14 +90,22 @@ type watchedStore struct {
 
 func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var last *watchedTx // fn may run again after a lost race: the last run committed
+	ctx, span := storeSpan(ctx, "store.update")
 	err := w.Store.Update(ctx, func(tx store.Tx) error {
-		last = &watchedTx{Tx: tx}
+		last = &watchedTx{Tx: tx, traced: span.IsRecording()}
 		return fn(last)
 	})
+	endSpan(span, err)
 	if err == nil && last != nil && w.ended != nil {
 		for _, e := range last.ends {
 			t := last.tasks[[2]string{e.ns, e.taskID}]
 			w.ended(e.ns, t.queue, e.outcome, t.state)
+			if e.task != nil {
+				runSpan(ctx, e.task)
+			}
+		}
+		for i := range last.grants {
+			grantSpan(ctx, &last.grants[i])
 		}
 	}
 	if errors.Is(err, store.ErrRetry) {
@@ -109,10 +117,21 @@ func (w watchedStore) Update(ctx context.Context, fn func(store.Tx) error) error
 	return err
 }
 
+func (w watchedStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	ctx, span := storeSpan(ctx, "store.view")
+	err := w.Store.View(ctx, fn)
+	endSpan(span, err)
+	return err
+}
+
 // watchedTx notifies each namespace whose state the transaction changed,
 // once.
 type watchedTx struct {
 	store.Tx
+	// traced says spans are exported: the runs ended and the tasks
+	// granted are kept whole, for their spans (tracing.go).
+	traced  bool
+	grants  []tessera.Task
 	changed []string
 	// tasks are the tasks written (inserted, claimed, updated) as last
 	// written, and those held for a write under their lease; ends the
@@ -173,7 +192,10 @@ func (t *watchedTx) AuditInsert(ctx context.Context, e *tessera.AuditEvent) erro
 	return t.Tx.AuditInsert(ctx, e)
 }
 
-type runEnded struct{ ns, taskID, outcome string }
+type runEnded struct {
+	ns, taskID, outcome string
+	task                *tessera.Task // as the run's end left it, when traced
+}
 
 func (t *watchedTx) mark(ctx context.Context, ns string, err error) error {
 	if err == nil {
@@ -202,7 +224,11 @@ func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task)
 		t.see(after, true)
 		// A run ends on its task's row, in the write that moves the task on.
 		if r := after.Run; r != nil && r.EndedAt != nil && (before.Run == nil || before.Run.EndedAt == nil) {
-			t.ends = append(t.ends, runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome})
+			e := runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome}
+			if t.traced {
+				e.task = after
+			}
+			t.ends = append(t.ends, e)
 		}
 	}
 	return t.mark(ctx, before.Namespace, err)
@@ -220,6 +246,9 @@ func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.
 	task, err := t.Tx.TaskClaim(ctx, p)
 	if err == nil {
 		t.see(task, true)
+		if t.traced {
+			t.grants = append(t.grants, *task)
+		}
 	}
 	return task, t.mark(ctx, p.Namespace, err)
 }
@@ -248,6 +277,9 @@ func (t *watchedTx) TaskClaimMany(ctx context.Context, p store.TaskClaimMany) ([
 	}
 	for i := range tasks {
 		t.see(&tasks[i], true)
+	}
+	if t.traced {
+		t.grants = append(t.grants, tasks...)
 	}
 	return tasks, t.mark(ctx, p.Namespace, err)
 }

@@ -41,7 +41,7 @@ func (s *Server) opHandler(o *ops.Op, namespaced bool) http.HandlerFunc {
 		if namespaced {
 			ns = r.PathValue("namespace")
 		}
-		req := ops.Request{Transport: "http", NS: ns, Keyed: r.Header.Get("Authorization") != "", Trace: traceOf(r.Header),
+		req := ops.Request{Transport: "http", NS: ns, Keyed: r.Header.Get("Authorization") != "", Trace: ops.TraceOf(r.Header),
 			Authenticate: func() (*auth.Actor, error) { return s.authenticate(r) },
 			Bind:         func(in any, a *auth.Actor) error { return s.bind(w, r, o, in, a) },
 		}
@@ -61,21 +61,6 @@ func (s *Server) opHandler(o *ops.Op, namespaced bool) http.HandlerFunc {
 		}
 		s.answer(w, r, o, s.exec.Do(r.Context(), o, req))
 	}
-}
-
-// traceOf is the W3C trace context of a request's headers; nil for none,
-// or for a malformed one, which W3C has a receiver ignore rather than
-// refuse (a tracestate that cannot be carried is dropped alone).
-func traceOf(h http.Header) *core.Trace {
-	parent := h.Get("traceparent")
-	if !tessera.ValidTraceparent(parent) {
-		return nil
-	}
-	t := &core.Trace{Traceparent: parent}
-	if state := strings.Join(h.Values("tracestate"), ","); tessera.ValidTracestate(state) {
-		t.Tracestate = state
-	}
-	return t
 }
 
 // bind reads a request into in, an operation's input: path parameters,

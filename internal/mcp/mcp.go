@@ -133,7 +133,7 @@ func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op str
 		}
 	}
 	if !batch {
-		c := &call{msg: &msgs[0], actor: actor, headerVersion: headerVersion, header: r.Header, budget: ops.NewBudget(e.cfg.BatchWait)}
+		c := &call{msg: &msgs[0], actor: actor, headerVersion: headerVersion, header: r.Header, budget: ops.NewBudget(e.cfg.BatchWait), trace: ops.TraceOf(r.Header)}
 		res := e.handle(ctx, c)
 		if res == nil {
 			return &Answer{Status: http.StatusAccepted}, "", nil
@@ -144,7 +144,7 @@ func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op str
 		}
 		return single(res, status), "", nil
 	}
-	return e.serveBatch(ctx, msgs, actor, headerVersion, len(r.Body)), "", nil
+	return e.serveBatch(ctx, msgs, actor, headerVersion, len(r.Body), ops.TraceOf(r.Header)), "", nil
 }
 
 // Bounds of a batch's answer, so that no request draws an answer far
@@ -161,7 +161,7 @@ const (
 // repeats in one batch could only multiply the answer.
 var oncePerBatch = []string{"initialize", "server/discover", "tools/list", "tools/call explain_access_modes"}
 
-func (e *Endpoint) serveBatch(ctx context.Context, msgs []Message, actor *auth.Actor, headerVersion string, requestBytes int) *Answer {
+func (e *Endpoint) serveBatch(ctx context.Context, msgs []Message, actor *auth.Actor, headerVersion string, requestBytes int, trace *core.Trace) *Answer {
 	budget := ops.NewBudget(e.cfg.BatchWait)
 	limit := MaxBatchAnswer
 	if actor == nil {
@@ -182,7 +182,7 @@ func (e *Endpoint) serveBatch(ctx context.Context, msgs []Message, actor *auth.A
 			if kind != "" {
 				answered[kind] = true
 			}
-			res = e.handle(ctx, &call{msg: m, actor: actor, headerVersion: headerVersion, budget: budget})
+			res = e.handle(ctx, &call{msg: m, actor: actor, headerVersion: headerVersion, budget: budget, trace: trace})
 		}
 		if res == nil {
 			continue

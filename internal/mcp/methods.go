@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tessera-dev/tessera/internal/auth"
+	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/ops"
 )
@@ -26,6 +27,9 @@ type call struct {
 	modern bool
 	// budget is the long-poll time left to the request's calls.
 	budget *ops.Budget
+	// trace is the HTTP request's trace context (its traceparent and
+	// tracestate headers), nil for none.
+	trace *core.Trace
 }
 
 // requestMeta is the part of any request's params this layer reads before

@@ -116,7 +116,7 @@ func (e *Endpoint) callTool(ctx context.Context, c *call) (any, *Error) {
 		return nil, rpcErr(CodeInvalidParams, 0, "params.arguments must be an object")
 	}
 	ns, nsErr := namespaceOf(o, args)
-	res := e.exec.Do(ctx, o, ops.Request{Transport: "mcp", NS: ns, Keyed: c.actor != nil, Budget: c.budget,
+	res := e.exec.Do(ctx, o, ops.Request{Transport: "mcp", NS: ns, Keyed: c.actor != nil, Budget: c.budget, Trace: c.trace,
 		Authenticate: func() (*auth.Actor, error) {
 			if c.actor == nil {
 				return nil, tessera.ErrUnauthorized

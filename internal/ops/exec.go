@@ -5,15 +5,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/telemetry"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -88,6 +92,10 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	ctx, usage := meter.WithUsage(ctx)
 	res := &Result{}
 	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, Trace: r.Trace, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
+	var span trace.Span
+	if telemetry.On() {
+		ctx, span = requestSpan(ctx, op, r, c)
+	}
 	err := x.run(ctx, op, r, c, res)
 	elapsed := time.Since(start)
 	if err == nil {
@@ -114,9 +122,12 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
 		slog.Int64("duration_ms", elapsed.Milliseconds()),
 		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load())}
-	if t := r.Trace; t != nil {
-		// The caller's trace and span, so its line joins the caller's
-		// trace in a log search.
+	if span != nil {
+		endRequestSpan(span, r, res, code)
+	}
+	if t := c.Trace; t != nil {
+		// The call's span (or, when none is exported, the caller's), so
+		// its line joins the trace in a log search.
 		attrs = append(attrs, slog.String("trace_id", t.Traceparent[3:35]), slog.String("span_id", t.Traceparent[36:52]))
 	}
 	x.log.LogAttrs(ctx, level, "op", attrs...)
@@ -283,4 +294,19 @@ func (m *metrics) observe(op *Op, transport string, res *Result, code string, d 
 		outcome = "empty"
 	}
 	m.claimWait.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// TraceOf is the W3C trace context of a request's headers; nil for none,
+// or for a malformed one, which W3C has a receiver ignore rather than
+// refuse (a tracestate that cannot be carried is dropped alone).
+func TraceOf(h http.Header) *core.Trace {
+	parent := h.Get("traceparent")
+	if !tessera.ValidTraceparent(parent) {
+		return nil
+	}
+	t := &core.Trace{Traceparent: parent}
+	if state := strings.Join(h.Values("tracestate"), ","); tessera.ValidTracestate(state) {
+		t.Tracestate = state
+	}
+	return t
 }

@@ -8,7 +8,7 @@ test: setup check
 	# The end-to-end HTTP suite again, on PostgreSQL.
 	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
 
-# What the tests need beyond Go: Chromium, the MCP clients' npm packages, SeaweedFS,
+# What the tests need beyond Go: Chromium, the MCP clients' npm packages, SeaweedFS, Jaeger,
 # curl, jq, promtool, python3, gcc (for the cgo driver replay), and the
 # local PostgreSQL, running.
 setup:

@@ -54,6 +54,17 @@
 // heartbeats in the background at a third of the lease, reports a
 // requested cancel or a lost lease through its context, and stops on
 // Submit or Release. An empty claim says when its queue has never had a
-// task in the namespace (Empty.QueueUnknown: a misspelt name, most often);
-// WaitClaim and Work warn of it once per queue through the logger.
+// task in the namespace (Empty.QueueUnknown: a misspelt name, most often),
+// and what ready tasks require that the claim's capabilities lack
+// (Empty.UncoveredRequires); WaitClaim and Work warn of each once through
+// the logger.
+//
+// # Traces
+//
+// A task carries the W3C trace context it was enqueued in
+// (EnqueueRequest.Trace, or WithTrace on the enqueue's context; Task.Trace
+// on every read and claim). Work gives each handler's context its task's
+// trace, so the run's heartbeats, records and submit — and the handler's
+// own calls with that context — send it as traceparent, and a server that
+// exports spans puts them in the producer's trace.
 package client

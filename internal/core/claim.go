@@ -713,6 +713,7 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 			return out, s.auditEvents(ctx, a, ns, id, wait, out)
 		}
 		timer := time.NewTimer(s.pollWait(left))
+		waited := waitSpan(ctx, "claim.events.wait")
 		select {
 		case <-woken:
 		case <-timer.C:
@@ -721,6 +722,7 @@ func (s *Service) Events(ctx context.Context, a *auth.Actor, ns, id string, sinc
 			deadline = time.Now()
 		}
 		timer.Stop()
+		waited()
 		unsubscribe()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -94,7 +94,7 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, Trace: r.Trace, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
 	var span trace.Span
 	if telemetry.On() {
-		ctx, span = requestSpan(ctx, op, r, c)
+		ctx, span = requestSpan(ctx, op, r)
 	}
 	err := x.run(ctx, op, r, c, res)
 	elapsed := time.Since(start)
@@ -122,12 +122,13 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 		slog.String("namespace", input.Clip(c.NS)), slog.Int("status", res.Status), slog.String("code", code),
 		slog.Int64("duration_ms", elapsed.Milliseconds()),
 		slog.Int64("rows_read", usage.Read.Load()), slog.Int64("rows_written", usage.Written.Load())}
+	// The call's span (or, when none is exported, the caller's), so its
+	// line joins the trace in a log search.
 	if span != nil {
 		endRequestSpan(span, r, res, code)
-	}
-	if t := c.Trace; t != nil {
-		// The call's span (or, when none is exported, the caller's), so
-		// its line joins the trace in a log search.
+		sc := span.SpanContext()
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	} else if t := c.Trace; t != nil {
 		attrs = append(attrs, slog.String("trace_id", t.Traceparent[3:35]), slog.String("span_id", t.Traceparent[36:52]))
 	}
 	x.log.LogAttrs(ctx, level, "op", attrs...)

@@ -16,9 +16,8 @@ import (
 // over HTTP ("POST /v1/tasks") and by the tool over MCP ("tools/call
 // enqueue_task"), as the HTTP and MCP semantic conventions name them. Its
 // attributes say what was called, where and how it ended; never a key, a
-// token or a payload. An enqueue in it keeps its context (c.Trace), so
-// the task's grants and runs hang under the enqueue's span.
-func requestSpan(ctx context.Context, op *Op, r Request, c *Call) (context.Context, trace.Span) {
+// token or a payload.
+func requestSpan(ctx context.Context, op *Op, r Request) (context.Context, trace.Span) {
 	if t := r.Trace; t != nil {
 		if sc := telemetry.Remote(t.Traceparent, t.Tracestate); sc.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
@@ -34,11 +33,23 @@ func requestSpan(ctx context.Context, op *Op, r Request, c *Call) (context.Conte
 		name = op.HTTP.Method + " " + op.HTTP.Path
 		attrs = append(attrs, attribute.String("http.request.method", op.HTTP.Method), attribute.String("http.route", op.HTTP.Path))
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	if tp, ts := telemetry.Traceparent(ctx); tp != "" {
-		c.Trace = &core.Trace{Traceparent: tp, Tracestate: ts}
+	return telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// traced is p in the call's trace context unless it names its own: the
+// call's span when one is exported (so the task's grants and runs hang
+// under the enqueue's span), else the caller's.
+func (c *Call) traced(ctx context.Context, p core.EnqueueParams) core.EnqueueParams {
+	if p.Trace != nil {
+		return p
 	}
-	return ctx, span
+	p.Trace = c.Trace
+	if telemetry.Enabled(ctx) {
+		if tp, ts := telemetry.Traceparent(ctx); tp != "" {
+			p.Trace = &core.Trace{Traceparent: tp, Tracestate: ts}
+		}
+	}
+	return p
 }
 
 // endRequestSpan records how the call ended and ends its span.

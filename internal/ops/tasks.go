@@ -53,14 +53,6 @@ func (page) Bounds() input.Bounds {
 
 func (p *page) limit() int { return *p.Limit }
 
-// traced is p in the caller's trace context unless it names its own.
-func (c *Call) traced(p core.EnqueueParams) core.EnqueueParams {
-	if p.Trace == nil {
-		p.Trace = c.Trace
-	}
-	return p
-}
-
 type enqueueIn struct {
 	idempotency
 	core.EnqueueParams
@@ -129,7 +121,7 @@ var taskOps = []*Op{
 		HTTP: &Route{Method: "POST", Path: "/v1/tasks", Namespaced: true, Status: http.StatusCreated},
 		Tool: &Tool{Name: "enqueue_task", Title: "Enqueue a task"}},
 		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
-			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(in.EnqueueParams), in.IdempotencyKey)
+			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(ctx, in.EnqueueParams), in.IdempotencyKey)
 		}),
 	op(Op{Name: core.ActTaskEnqueueBatch, Summary: fmt.Sprintf("Enqueue 1–%d tasks in one transaction, all or none", core.MaxBatchTasks),
 		Description: fmt.Sprintf("Put 1–%d tasks on queues in one call, all or none: each task in tasks takes enqueue_task's fields. ", core.MaxBatchTasks) +
@@ -139,7 +131,7 @@ var taskOps = []*Op{
 		Tool: &Tool{Name: "enqueue_tasks", Title: "Enqueue tasks in one call"}},
 		func(ctx context.Context, c *Call, in *enqueueBatchIn) (*core.TaskBatch, error) {
 			for i := range in.Tasks {
-				in.Tasks[i] = c.traced(in.Tasks[i])
+				in.Tasks[i] = c.traced(ctx, in.Tasks[i])
 			}
 			return c.core.EnqueueBatch(ctx, c.Actor, c.NS, in.Tasks, in.IdempotencyKey)
 		}),

@@ -21,6 +21,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 //go:embed weed.version
@@ -35,16 +37,7 @@ const (
 
 // Binary is the weed binary: $TESSERA_TEST_WEED, or where
 // scripts/test-setup builds it.
-func Binary() string {
-	if b := os.Getenv("TESSERA_TEST_WEED"); b != "" {
-		return b
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	return filepath.Join(cache, "tessera-test", "weed-"+strings.TrimSpace(version), "weed")
-}
+func Binary() string { return testbin.Path("TESSERA_TEST_WEED", "weed", version) }
 
 // Server is a running SeaweedFS with an S3 gateway.
 type Server struct {
@@ -100,7 +93,7 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
-			t.Logf("SeaweedFS log (last 4 KiB):\n%s", tail(s.log.Bytes(), 4<<10))
+			t.Logf("SeaweedFS log (last 4 KiB):\n%s", testbin.Tail(s.log.Bytes(), 4<<10))
 		}
 	})
 	s.ready(t)
@@ -173,11 +166,4 @@ func freePorts(t testing.TB, n int) []int {
 		out = append(out, p)
 	}
 	return out
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

@@ -14,10 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 //go:embed jaeger.version
@@ -25,16 +26,7 @@ var version string
 
 // Binary is the jaeger binary: $TESSERA_TEST_JAEGER, or where
 // scripts/test-setup builds it.
-func Binary() string {
-	if b := os.Getenv("TESSERA_TEST_JAEGER"); b != "" {
-		return b
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	return filepath.Join(cache, "tessera-test", "jaeger-"+strings.TrimSpace(version), "jaeger")
-}
+func Binary() string { return testbin.Path("TESSERA_TEST_JAEGER", "jaeger", version) }
 
 // Server is a running Jaeger.
 type Server struct {
@@ -106,7 +98,7 @@ func Start(t testing.TB) *Server {
 			_ = s.cmd.Wait()
 		})
 		if t.Failed() {
-			t.Logf("Jaeger log (last 4 KiB):\n%s", tail(s.log.Bytes(), 4<<10))
+			t.Logf("Jaeger log (last 4 KiB):\n%s", testbin.Tail(s.log.Bytes(), 4<<10))
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
@@ -194,11 +186,4 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

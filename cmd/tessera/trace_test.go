@@ -103,6 +103,27 @@ func TestATasksLifeIsOneTrace(t *testing.T) {
 		t.Fatalf("the run starts at %d, the grant at %d, the submit at %d: want the run from the claim", run.StartTime, grant.StartTime, submit.StartTime)
 	}
 
+	// An MCP tool call is a span of its own under its POST /mcp's.
+	const mcpTrace = "0af7651916cd43dd8448eb211c80319c"
+	mreq, _ := http.NewRequest("POST", nodes[1].url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"enqueue_task","arguments":{"title":"by an agent","queue":"mcp"}}}`))
+	mreq.Header.Set("Authorization", "Bearer "+crashAdminKey)
+	mreq.Header.Set("Content-Type", "application/json")
+	mreq.Header.Set("Accept", "application/json, text/event-stream")
+	mreq.Header.Set("traceparent", "00-"+mcpTrace+"-b7ad6b7169203331-01")
+	if res, err := http.DefaultClient.Do(mreq); err != nil || res.StatusCode != 200 {
+		t.Fatalf("the MCP enqueue: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	mcpSpans := map[string]jaegertest.Span{}
+	for _, s := range jaeger.Trace(t, mcpTrace, 3, 30*time.Second) {
+		mcpSpans[s.OperationName] = s
+	}
+	post, call := mcpSpans["POST /mcp"], mcpSpans["tools/call enqueue_task"]
+	if post.SpanID == "" || parentOf(post) != "b7ad6b7169203331" || parentOf(call) != post.SpanID || call.Tag("gen_ai.tool.name") != "enqueue_task" {
+		t.Fatalf("the MCP call's spans: %+v", mcpSpans)
+	}
+
 	// Nothing secret in any attribute.
 	all, _ := json.Marshal(spans)
 	for what, secret := range map[string]string{"the key": crashAdminKey, "the lease token": token, "the payload": secretPayload} {

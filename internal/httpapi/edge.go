@@ -18,8 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/ops"
+	"github.com/tessera-dev/tessera/internal/telemetry"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
@@ -60,8 +63,16 @@ const (
 // timeouts and the connection hooks the edge needs. Serve it on a listener
 // from Listener.
 func (s *Server) HTTPServer() *http.Server {
+	var h http.Handler = s
+	if telemetry.On() {
+		// A span per request, by OpenTelemetry's own HTTP instrumentation
+		// (its semantic conventions; named by the route's pattern once the
+		// mux matched it), only when spans are exported: off, a request
+		// pays nothing for it.
+		h = otelhttp.NewHandler(s, "tessera")
+	}
 	return &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    MaxHeaderBytes,

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tessera-dev/tessera/internal/auth"
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/discovery"
@@ -162,6 +165,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// A refusal at the edge is counted there, not logged one by one:
 		// a flood must not become a flood of log lines.
+		if span := trace.SpanFromContext(r.Context()); rec.route != "" && span.IsRecording() {
+			// The HTTP instrumentation names a span by the mux's pattern,
+			// which only this server's copy of the request holds: the
+			// route's template is named here.
+			span.SetName(rec.route)
+			_, path, _ := strings.Cut(rec.route, " ")
+			span.SetAttributes(attribute.String("http.route", path))
+		}
 		if refused == nil {
 			s.metricsReg.observe(rec.route, rec.status, time.Since(start))
 			if !rec.op {

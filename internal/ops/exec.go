@@ -93,8 +93,9 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	res := &Result{}
 	c := &Call{NS: r.NS, Body: r.Body, Events: r.Events, Transport: r.Transport, Trace: r.Trace, core: x.core, budget: r.Budget, PublicURL: x.publicURL}
 	var span trace.Span
+	var ownSpan bool
 	if telemetry.On() {
-		ctx, span = requestSpan(ctx, op, r)
+		ctx, span, ownSpan = requestSpan(ctx, op, r)
 	}
 	err := x.run(ctx, op, r, c, res)
 	elapsed := time.Since(start)
@@ -125,7 +126,7 @@ func (x *Exec) Do(ctx context.Context, op *Op, r Request) *Result {
 	// The call's span (or, when none is exported, the caller's), so its
 	// line joins the trace in a log search.
 	if span != nil {
-		endRequestSpan(span, r, res, code)
+		endRequestSpan(span, ownSpan, res, code)
 		sc := span.SpanContext()
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	} else if t := c.Trace; t != nil {

@@ -11,19 +11,25 @@ import (
 	"github.com/tessera-dev/tessera/internal/telemetry"
 )
 
-// requestSpan starts the span of one call (issue 43): a child of the
-// caller's trace context when it sent one, named by the route's template
-// over HTTP ("POST /v1/tasks") and by the tool over MCP ("tools/call
-// enqueue_task"), as the HTTP and MCP semantic conventions name them. Its
-// attributes say what was called, where and how it ended; never a key, a
-// token or a payload.
-func requestSpan(ctx context.Context, op *Op, r Request) (context.Context, trace.Span) {
-	if t := r.Trace; t != nil {
+// requestSpan gives one call its span (issue 43). Over HTTP the request's
+// span is OpenTelemetry's HTTP instrumentation's, named by the route's
+// template (httpapi): the call adds what it was to it. An MCP tool call
+// gets a span of its own under the POST /mcp request's ("tools/call
+// enqueue_task", as the MCP semantic conventions name it); so does a call
+// with no request span around it, as a child of the caller's trace
+// context when it sent one. No attribute holds a key, a token or a
+// payload. own says whether the span is the call's to end.
+func requestSpan(ctx context.Context, op *Op, r Request) (_ context.Context, span trace.Span, own bool) {
+	attrs := []attribute.KeyValue{attribute.String("tessera.op", op.Name), attribute.String("tessera.namespace", r.NS)}
+	if cur := trace.SpanFromContext(ctx); cur.IsRecording() && r.Transport == "http" {
+		cur.SetAttributes(attrs...)
+		return ctx, cur, false
+	}
+	if t := r.Trace; t != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		if sc := telemetry.Remote(t.Traceparent, t.Tracestate); sc.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
-	attrs := []attribute.KeyValue{attribute.String("tessera.op", op.Name), attribute.String("tessera.namespace", r.NS)}
 	name := op.Name
 	switch {
 	case r.Transport == "mcp" && op.Tool != nil:
@@ -33,7 +39,8 @@ func requestSpan(ctx context.Context, op *Op, r Request) (context.Context, trace
 		name = op.HTTP.Method + " " + op.HTTP.Path
 		attrs = append(attrs, attribute.String("http.request.method", op.HTTP.Method), attribute.String("http.route", op.HTTP.Path))
 	}
-	return telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, span = telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return ctx, span, true
 }
 
 // traced is p in the call's trace context unless it names its own: the
@@ -52,16 +59,17 @@ func (c *Call) traced(ctx context.Context, p core.EnqueueParams) core.EnqueuePar
 	return p
 }
 
-// endRequestSpan records how the call ended and ends its span.
-func endRequestSpan(span trace.Span, r Request, res *Result, code string) {
-	if r.Transport == "http" {
-		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
-	}
+// endRequestSpan records how the call ended, and ends the span when it
+// is the call's own.
+func endRequestSpan(span trace.Span, own bool, res *Result, code string) {
 	if res.Err != nil {
 		span.SetAttributes(attribute.String("error.type", code))
-		if res.Status >= 500 && res.Status != StatusClientClosed {
-			span.SetStatus(codes.Error, code)
-		}
+	}
+	if !own {
+		return // the HTTP instrumentation records the status and ends it
+	}
+	if res.Err != nil && res.Status >= 500 && res.Status != StatusClientClosed {
+		span.SetStatus(codes.Error, code)
 	}
 	span.End()
 }

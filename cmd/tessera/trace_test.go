@@ -63,7 +63,7 @@ func TestATasksLifeIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	spans := jaeger.Trace(t, traceID, 4, 30*time.Second)
+	spans := jaeger.Trace(t, traceID, 30*time.Second, "POST /v1/tasks", "tessera.claim traced", "tessera.run traced")
 	byName := map[string]jaegertest.Span{}
 	var names []string
 	for _, s := range spans {
@@ -116,7 +116,7 @@ func TestATasksLifeIsOneTrace(t *testing.T) {
 		res.Body.Close()
 	}
 	mcpSpans := map[string]jaegertest.Span{}
-	for _, s := range jaeger.Trace(t, mcpTrace, 3, 30*time.Second) {
+	for _, s := range jaeger.Trace(t, mcpTrace, 30*time.Second, "POST /mcp", "tools/call enqueue_task") {
 		mcpSpans[s.OperationName] = s
 	}
 	post, call := mcpSpans["POST /mcp"], mcpSpans["tools/call enqueue_task"]

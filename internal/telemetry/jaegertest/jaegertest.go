@@ -149,9 +149,9 @@ func (s Span) Tag(key string) string {
 	return ""
 }
 
-// Trace reads a trace's spans, waiting up to wait for at least n of them
-// to have arrived (exporters batch).
-func (s *Server) Trace(t testing.TB, traceID string, n int, wait time.Duration) []Span {
+// Trace reads a trace's spans, waiting up to wait for one of each of
+// names to have arrived (exporters batch, each node its own).
+func (s *Server) Trace(t testing.TB, traceID string, wait time.Duration, names ...string) []Span {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	var spans []Span
@@ -171,11 +171,26 @@ func (s *Server) Trace(t testing.TB, traceID string, n int, wait time.Duration) 
 		if err == nil && len(body.Data) > 0 {
 			spans = body.Data[0].Spans
 		}
-		if len(spans) >= n || time.Now().After(deadline) {
+		if hasAll(spans, names) || time.Now().After(deadline) {
 			return spans
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// hasAll reports whether spans include one of each name: the spans of a
+// trace arrive in the batches of each node that made some, in any order.
+func hasAll(spans []Span, names []string) bool {
+	have := map[string]bool{}
+	for _, s := range spans {
+		have[s.OperationName] = true
+	}
+	for _, n := range names {
+		if !have[n] {
+			return false
+		}
+	}
+	return true
 }
 
 func freeAddr(t testing.TB) string {

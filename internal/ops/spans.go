@@ -20,11 +20,15 @@ import (
 // context when it sent one. No attribute holds a key, a token or a
 // payload. own says whether the span is the call's to end.
 func requestSpan(ctx context.Context, op *Op, r Request) (_ context.Context, span trace.Span, own bool) {
-	attrs := []attribute.KeyValue{attribute.String("tessera.op", op.Name), attribute.String("tessera.namespace", r.NS)}
-	if cur := trace.SpanFromContext(ctx); cur.IsRecording() && r.Transport == "http" {
-		cur.SetAttributes(attrs...)
+	if cur := trace.SpanFromContext(ctx); r.Transport == "http" && cur.SpanContext().IsValid() {
+		// The request's own span, sampled or not: a call in a trace that
+		// is not sampled starts nothing more.
+		if cur.IsRecording() {
+			cur.SetAttributes(attribute.String("tessera.op", op.Name), attribute.String("tessera.namespace", r.NS))
+		}
 		return ctx, cur, false
 	}
+	attrs := []attribute.KeyValue{attribute.String("tessera.op", op.Name), attribute.String("tessera.namespace", r.NS)}
 	if t := r.Trace; t != nil && !trace.SpanContextFromContext(ctx).IsValid() {
 		if sc := telemetry.Remote(t.Traceparent, t.Tracestate); sc.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)

@@ -11,6 +11,7 @@ const (
 	ActMe             = "me.read"
 	ActMyAudit        = "me.audit"
 	ActTaskEnqueue    = "task.enqueue"
+	ActTaskRun        = "task.run"
 	ActTaskList       = "task.list"
 	ActTaskGet        = "task.get"
 	ActTaskCancel     = "task.cancel"
@@ -114,6 +115,7 @@ var needs = map[string]Need{
 	ActMyAudit:      {},
 
 	ActTaskEnqueue:    {Grant: true, Action: tessera.ActionEnqueue},
+	ActTaskRun:        {Grant: true, Action: tessera.ActionEnqueue},
 	ActTaskList:       {Grant: true, Action: tessera.ActionRead},
 	ActTaskGet:        {Grant: true, Action: tessera.ActionRead},
 	ActTaskCancel:     {Grant: true, Action: tessera.ActionEnqueue},

@@ -237,7 +237,13 @@ func unsupportedVersion(requested string) *Error {
 
 // keyedTool returns the operation msg calls if it needs a key.
 func keyedTool(msg *Message) *ops.Op {
-	if !msg.IsCall() || msg.Bad != nil || msg.Method != "tools/call" {
+	if !msg.IsCall() || msg.Bad != nil {
+		return nil
+	}
+	if taskMethodName(msg.Method) {
+		return getOp // a task handle is its maker's
+	}
+	if msg.Method != "tools/call" {
 		return nil
 	}
 	var p struct {

@@ -25,6 +25,8 @@ type call struct {
 	header http.Header
 	// modern is set once the message is known to be on the 2026-07-28 lane.
 	modern bool
+	// tasks is set when the request declares the tasks extension (tasks.go).
+	tasks bool
 	// budget is the long-poll time left to the request's calls.
 	budget *ops.Budget
 	// trace is the HTTP request's trace context (its traceparent and
@@ -99,6 +101,7 @@ func (e *Endpoint) checkLane(c *call) *Error {
 		return rpcErr(CodeInvalidParams, http.StatusBadRequest, "a %s request carries _meta %s (an object)", Version20260728, metaClientCapabilities)
 	}
 	c.modern = true
+	c.tasks = declaresTasks(p.Meta[metaClientCapabilities])
 	return nil
 }
 
@@ -116,17 +119,24 @@ func checkStandardHeaders(c *call) *Error {
 	if hasMethod && method != c.msg.Method {
 		return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: Mcp-Method header value %q does not match body value %q", input.Clip(method), input.Clip(c.msg.Method))
 	}
-	if c.msg.Method != "tools/call" {
+	// Mcp-Name is a tool call's tool, and the task a tasks/* call follows.
+	var p struct {
+		Name   string `json:"name"`
+		TaskID string `json:"taskId"`
+	}
+	switch {
+	case c.msg.Method == "tools/call":
+		_ = json.Unmarshal(c.msg.Params, &p)
+	case taskMethodName(c.msg.Method):
+		_ = json.Unmarshal(c.msg.Params, &p)
+		p.Name = p.TaskID
+	default:
 		return nil
 	}
-	var p struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(c.msg.Params, &p)
 	names := c.header.Values("Mcp-Name")
 	if len(names) == 0 {
 		if c.modern {
-			return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: a %s tools/call carries an Mcp-Name header", Version20260728)
+			return rpcErr(CodeHeaderMismatch, http.StatusBadRequest, "Header mismatch: a %s %s carries an Mcp-Name header", Version20260728, c.msg.Method)
 		}
 		return nil
 	}
@@ -203,6 +213,10 @@ func (e *Endpoint) cache(c *call) cacheHints {
 // runs.
 var capabilities = map[string]any{"tools": map[string]any{"listChanged": false}}
 
+// discoverCapabilities are the 2026-07-28 lane's: the tools and the tasks
+// extension (tasks.go).
+var discoverCapabilities = map[string]any{"tools": capabilities["tools"], "extensions": tasksCapability}
+
 func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 	switch c.msg.Method {
 	case "initialize":
@@ -217,7 +231,7 @@ func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 			Capabilities      map[string]any `json:"capabilities"`
 			ServerInfo        implementation `json:"serverInfo"`
 			Instructions      string         `json:"instructions"`
-		}{e.meta(c), e.cache(c), Versions, capabilities, e.serverInfo(), ops.Instructions}, nil
+		}{e.meta(c), e.cache(c), Versions, discoverCapabilities, e.serverInfo(), ops.Instructions}, nil
 	case "tools/list":
 		var p struct {
 			Cursor string `json:"cursor"`
@@ -235,6 +249,10 @@ func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 		}{e.meta(c), e.cache(c), e.listed}, nil
 	case "tools/call":
 		return e.callTool(ctx, c)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if c.modern {
+			return e.taskMethod(ctx, c)
+		}
 	}
 	return nil, rpcErr(CodeMethodNotFound, 0, "method %q not found; this server offers initialize, ping, server/discover, tools/list and tools/call", input.Clip(c.msg.Method))
 }

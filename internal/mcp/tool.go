@@ -115,22 +115,10 @@ func (e *Endpoint) callTool(ctx context.Context, c *call) (any, *Error) {
 	if args[0] != '{' {
 		return nil, rpcErr(CodeInvalidParams, 0, "params.arguments must be an object")
 	}
-	ns, nsErr := namespaceOf(o, args)
-	res := e.exec.Do(ctx, o, ops.Request{Transport: "mcp", NS: ns, Keyed: c.actor != nil, Budget: c.budget, Trace: c.trace,
-		Authenticate: func() (*auth.Actor, error) {
-			if c.actor == nil {
-				return nil, tessera.ErrUnauthorized
-			}
-			return c.actor, nil
-		},
-		Bind: func(in any, _ *auth.Actor) error {
-			if nsErr != nil {
-				return nsErr
-			}
-			return input.Decode(args, in, input.Options{All: true, Extra: func(member string, _ json.RawMessage) bool {
-				return member == "namespace" && takesNamespace(o)
-			}})
-		}})
+	if o == runTaskOp {
+		return e.runTask(ctx, c, args)
+	}
+	res := e.do(ctx, c, o, args)
 	if res.Err != nil {
 		return e.result(c, ops.ProblemOf(res.Err, res.Status), true), nil
 	}
@@ -145,6 +133,27 @@ func (e *Endpoint) callTool(ctx context.Context, c *call) (any, *Error) {
 		out = struct{}{}
 	}
 	return e.result(c, out, false), nil
+}
+
+// do runs o with a tool call's arguments through the operation's one
+// admission path.
+func (e *Endpoint) do(ctx context.Context, c *call, o *ops.Op, args json.RawMessage) *ops.Result {
+	ns, nsErr := namespaceOf(o, args)
+	return e.exec.Do(ctx, o, ops.Request{Transport: "mcp", NS: ns, Keyed: c.actor != nil, Budget: c.budget, Trace: c.trace,
+		Authenticate: func() (*auth.Actor, error) {
+			if c.actor == nil {
+				return nil, tessera.ErrUnauthorized
+			}
+			return c.actor, nil
+		},
+		Bind: func(in any, _ *auth.Actor) error {
+			if nsErr != nil {
+				return nsErr
+			}
+			return input.Decode(args, in, input.Options{All: true, Extra: func(member string, _ json.RawMessage) bool {
+				return member == "namespace" && takesNamespace(o)
+			}})
+		}})
 }
 
 // namespaceOf reads the namespace argument of a tool that takes one (main

@@ -123,6 +123,15 @@ var taskOps = []*Op{
 		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
 			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(ctx, in.EnqueueParams), in.IdempotencyKey)
 		}),
+	op(Op{Name: core.ActTaskRun, Summary: "Hand work off as an MCP task",
+		Description: "Hand work off to a worker and follow it as an MCP task (the io.modelcontextprotocol/tasks extension of 2026-07-28, which the call must declare): " +
+			"enqueues a task with enqueue_task's arguments and answers a task handle at once. tasks/get shows it working while it waits or runs, " +
+			"then completed with the worker's submitted result as structuredContent (isError when it failed for good), or cancelled; tasks/cancel cancels it.",
+		Tool: &Tool{Name: "run_task", Title: "Hand work off as a task"},
+		Only: "MCP's tasks extension: its answer is a task handle; over HTTP, POST /v1/tasks and GET /v1/tasks/{task_id} do the same"},
+		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
+			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(ctx, in.EnqueueParams), in.IdempotencyKey)
+		}),
 	op(Op{Name: core.ActTaskEnqueueBatch, Summary: fmt.Sprintf("Enqueue 1–%d tasks in one transaction, all or none", core.MaxBatchTasks),
 		Description: fmt.Sprintf("Put 1–%d tasks on queues in one call, all or none: each task in tasks takes enqueue_task's fields. ", core.MaxBatchTasks) +
 			"If any task is invalid, nothing is enqueued and the error's field names it, e.g. tasks[3].title. The answer lists the tasks in the order given. " +

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tessera-dev/tessera/client"
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+)
+
+// An MCP task handle made on node A is read, worked and cancelled through
+// node B: the handle is the task in the shared store, so no node holds it.
+func TestMCPTaskHandleAcrossNodes(t *testing.T) {
+	url := pgtest.Schema(t)
+	nodes := startNodes(t, buildTessera(t), url, 2)
+	call := func(node *server, method, name string, params map[string]any) json.RawMessage {
+		t.Helper()
+		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+		req, _ := http.NewRequest("POST", node.url+"/mcp", strings.NewReader(string(body)))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name, "Authorization": "Bearer " + crashAdminKey} {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var out struct {
+			Result json.RawMessage `json:"result"`
+			Error  any             `json:"error"`
+		}
+		if json.Unmarshal(b, &out) != nil || out.Error != nil || res.StatusCode != 200 {
+			t.Fatalf("%s on %s: %d %s", method, node.url, res.StatusCode, b)
+		}
+		return out.Result
+	}
+	type handle struct {
+		TaskID string          `json:"taskId"`
+		Status string          `json:"status"`
+		Result json.RawMessage `json:"result"`
+	}
+	get := func(node *server, id string) handle {
+		var h handle
+		_ = json.Unmarshal(call(node, "tasks/get", id, map[string]any{"taskId": id}), &h)
+		return h
+	}
+	var made handle
+	_ = json.Unmarshal(call(nodes[0], "tools/call", "run_task", map[string]any{"name": "run_task",
+		"arguments": map[string]any{"title": "across", "queue": "across"}}), &made)
+	if got := get(nodes[1], made.TaskID); got.Status != "working" {
+		t.Fatalf("node B reads %+v", got)
+	}
+	worker, err := client.New(nodes[1].url, client.WithKey(crashAdminKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = worker.Work(context.Background(), "across", func(context.Context, *client.Job) (any, error) {
+		return map[string]int{"n": 1}, nil
+	}, client.WorkOptions{MaxTasks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(nodes[0], made.TaskID); got.Status != "completed" || !strings.Contains(string(got.Result), `"structuredContent":{"n":1}`) {
+		t.Fatalf("node A reads %+v %s", got, got.Result)
+	}
+
+	var second handle
+	_ = json.Unmarshal(call(nodes[0], "tools/call", "run_task", map[string]any{"name": "run_task",
+		"arguments": map[string]any{"title": "cancelled across", "queue": "across"}}), &second)
+	call(nodes[1], "tasks/cancel", second.TaskID, map[string]any{"taskId": second.TaskID})
+	if got := get(nodes[0], second.TaskID); got.Status != "cancelled" {
+		t.Fatalf("after a cancel on B, A reads %+v", got)
+	}
+}

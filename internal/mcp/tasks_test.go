@@ -1,0 +1,205 @@
+package mcp_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-dev/tessera/internal/core"
+)
+
+// tasksClient speaks 2026-07-28 with a key, declaring the tasks extension
+// or not.
+type tasksClient struct {
+	s        *server
+	key      string
+	declared bool
+}
+
+func (tc tasksClient) send(method, name string, params map[string]any) *reply {
+	tc.s.t.Helper()
+	caps := map[string]any{}
+	if tc.declared {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
+	return tc.s.post(rpc(1, method, params), "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method, "Mcp-Name", name,
+		"Authorization", "Bearer "+tc.key)
+}
+
+// taskState is a task handle as tasks/get and run_task answer it.
+type taskState struct {
+	ResultType     string          `json:"resultType"`
+	TaskID         string          `json:"taskId"`
+	Status         string          `json:"status"`
+	StatusMessage  string          `json:"statusMessage"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	LastUpdatedAt  time.Time       `json:"lastUpdatedAt"`
+	TTLMs          *int64          `json:"ttlMs"`
+	PollIntervalMs int             `json:"pollIntervalMs"`
+	Result         json.RawMessage `json:"result"`
+}
+
+func (tc tasksClient) state(r *reply) taskState {
+	tc.s.t.Helper()
+	res := r.one(tc.s.t)
+	var st taskState
+	if r.Status != http.StatusOK || res.Error != nil || json.Unmarshal(res.Result, &st) != nil {
+		tc.s.t.Fatalf("not a task: %d %s", r.Status, r.Body)
+	}
+	return st
+}
+
+func (tc tasksClient) run(args map[string]any) taskState {
+	tc.s.t.Helper()
+	st := tc.state(tc.send("tools/call", "run_task", map[string]any{"name": "run_task", "arguments": args}))
+	if st.ResultType != "task" || st.TaskID == "" {
+		tc.s.t.Fatalf("run_task answered %+v, want a task handle", st)
+	}
+	return st
+}
+
+func (tc tasksClient) get(id string) taskState {
+	tc.s.t.Helper()
+	st := tc.state(tc.send("tasks/get", id, map[string]any{"taskId": id}))
+	if st.ResultType != "complete" || st.TaskID != id {
+		tc.s.t.Fatalf("tasks/get answered %+v", st)
+	}
+	return st
+}
+
+// An agent hands work off with run_task and follows it with tasks/get
+// until the worker's result is in, as the tasks extension has it: the
+// handle is the durable task, good only for its maker.
+func TestRunTaskHandsWorkOff(t *testing.T) {
+	s := start(t)
+	agent := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	worker := s.newKey("namespace:main", "claim")
+
+	// server/discover advertises the extension.
+	r := agent.send("server/discover", "", map[string]any{})
+	var disc struct {
+		Capabilities struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(r.one(t).Result, &disc) != nil || string(disc.Capabilities.Extensions["io.modelcontextprotocol/tasks"]) != "{}" {
+		t.Fatalf("server/discover: %s", r.Body)
+	}
+
+	// Without the extension declared, run_task is refused as the
+	// revision says for a tool that only answers with a task.
+	undeclared := agent
+	undeclared.declared = false
+	res := wantRPCError(t, undeclared.send("tools/call", "run_task", map[string]any{"name": "run_task", "arguments": map[string]any{"title": "x"}}),
+		http.StatusOK, -32021)
+	if !strings.Contains(string(res.Error.Data), `"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`) {
+		t.Fatalf("-32021 data: %s", res.Error.Data)
+	}
+
+	created := agent.run(map[string]any{"title": "summarise", "queue": "research", "payload": map[string]any{"doc": 7}})
+	if created.Status != "working" || created.StatusMessage != "ready: waiting for a worker to claim it" || created.TTLMs != nil ||
+		created.PollIntervalMs != 2000 || !created.CreatedAt.Equal(s.Clock.Now()) || !strings.HasPrefix(created.TaskID, "main:") {
+		t.Fatalf("handle %+v", created)
+	}
+	if got := agent.get(created.TaskID); got.Status != "working" || got.StatusMessage != created.StatusMessage {
+		t.Fatalf("tasks/get before a claim: %+v", got)
+	}
+
+	// A worker claims it: still working, and the message says so.
+	c := s.must(worker, "claim_task", map[string]any{"queue": "research"})
+	lease := c["lease"].(map[string]any)
+	taskID := c["task"].(map[string]any)["id"].(string)
+	if "main:"+taskID != created.TaskID {
+		t.Fatalf("claimed %s, handle %s", taskID, created.TaskID)
+	}
+	if got := agent.get(created.TaskID); got.Status != "working" || !strings.HasPrefix(got.StatusMessage, "leased:") {
+		t.Fatalf("tasks/get while leased: %+v", got)
+	}
+	s.Clock.Advance(3 * time.Second)
+	s.must(worker, "submit_task", map[string]any{"task_id": taskID, "lease_token": lease["token"], "outcome": "succeeded",
+		"result": map[string]any{"summary": "short"}})
+
+	done := agent.get(created.TaskID)
+	var result toolResult
+	if done.Status != "completed" || json.Unmarshal(done.Result, &result) != nil || result.IsError ||
+		string(result.StructuredContent) != `{"summary":"short"}` || len(result.Content) != 1 || !jsonEqual(result.Content[0].Text, `{"summary":"short"}`) {
+		t.Fatalf("completed: %+v %s", done, done.Result)
+	}
+	// ttlMs: from creation until retention deletes the finished task.
+	if want := (3*time.Second + core.DefaultRetainFinished).Milliseconds(); done.TTLMs == nil || *done.TTLMs != want ||
+		!done.LastUpdatedAt.Equal(s.Clock.Now()) {
+		t.Fatalf("ttlMs %v lastUpdatedAt %v, want %d and now", done.TTLMs, done.LastUpdatedAt, want)
+	}
+}
+
+// A handle is its maker's: another principal, even one that may read the
+// namespace, a malformed handle and an unknown one all get the same
+// invalid-params error; Mcp-Name must name the handle; the methods the
+// 2026-07-28 extension dropped are not found.
+func TestTaskHandlesAreTheirMakers(t *testing.T) {
+	s := start(t)
+	agent := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	other := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	h := agent.run(map[string]any{"title": "mine"})
+
+	for _, c := range []struct {
+		who tasksClient
+		id  string
+	}{{other, h.TaskID}, {agent, "main:01JF0000000000000000000000"}, {agent, "nonsense"}, {agent, "Main:" + strings.TrimPrefix(h.TaskID, "main:")}} {
+		for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
+			res := wantRPCError(t, c.who.send(method, c.id, map[string]any{"taskId": c.id, "inputResponses": map[string]any{}}), http.StatusOK, -32602)
+			if !strings.HasPrefix(res.Error.Message, "unknown task") {
+				t.Fatalf("%s %s: %s", method, c.id, res.Error.Message)
+			}
+		}
+	}
+	if got := agent.get(h.TaskID); got.Status != "working" {
+		t.Fatalf("another's cancel reached the task: %+v", got)
+	}
+	wantRPCError(t, agent.send("tasks/get", "main:other", map[string]any{"taskId": h.TaskID}), http.StatusBadRequest, -32020)
+	for _, method := range []string{"tasks/list", "tasks/result"} {
+		wantRPCError(t, agent.send(method, h.TaskID, map[string]any{"taskId": h.TaskID}), http.StatusNotFound, -32601)
+	}
+}
+
+// tasks/cancel is acknowledged at once and cancels the task; a task that
+// ended first keeps its end, and the cancel is still acknowledged. A task
+// that dies is completed with isError: a tool-level failure.
+func TestTaskHandleCancelAndDeath(t *testing.T) {
+	s := start(t)
+	agent := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	worker := s.newKey("namespace:main", "claim")
+
+	h := agent.run(map[string]any{"title": "cancel me", "queue": "c"})
+	for range 2 {
+		r := agent.send("tasks/cancel", h.TaskID, map[string]any{"taskId": h.TaskID})
+		if fields := (lane{name: "2026-07-28", header: "2026-07-28", modern: true}).result(t, r, nil); len(fields) != 2 {
+			t.Fatalf("tasks/cancel answered more than an acknowledgement: %s", r.Body)
+		}
+	}
+	if got := agent.get(h.TaskID); got.Status != "cancelled" || got.Result != nil {
+		t.Fatalf("after tasks/cancel: %+v", got)
+	}
+
+	d := agent.run(map[string]any{"title": "fail me", "queue": "d", "max_attempts": 1})
+	c := s.must(worker, "claim_task", map[string]any{"queue": "d"})
+	s.must(worker, "submit_task", map[string]any{"task_id": c["task"].(map[string]any)["id"], "lease_token": c["lease"].(map[string]any)["token"],
+		"outcome": "failed", "error": "the report was empty"})
+	dead := agent.get(d.TaskID)
+	var result toolResult
+	if dead.Status != "completed" || json.Unmarshal(dead.Result, &result) != nil || !result.IsError ||
+		result.Content[0].Text != "the report was empty" || dead.StatusMessage != "dead: the report was empty" {
+		t.Fatalf("dead: %+v %s", dead, dead.Result)
+	}
+	// The update of a task that asks for nothing is acknowledged and ignored.
+	r := agent.send("tasks/update", d.TaskID, map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{"k": map[string]any{"action": "accept"}}})
+	if res := r.one(t); res.Error != nil || r.Status != http.StatusOK {
+		t.Fatalf("tasks/update: %s", r.Body)
+	}
+	if got := agent.get(h.TaskID); got.Status != "cancelled" {
+		t.Fatalf("after a cancel of a canceled task: %+v", got)
+	}
+}

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,5 +90,72 @@ func TestTypeScriptSDKWorkerLoop(t *testing.T) {
 				t.Fatalf("%s: %+v", tc.script, r)
 			}
 		})
+	}
+}
+
+// The tasks extension's own requester (@modelcontextprotocol/ext-tasks)
+// hands work off with run_task and polls the handle until a worker here
+// submits; it then cancels a second one, which the server shows
+// cancelled.
+func TestExtTasksRequester(t *testing.T) {
+	node := requireNode(t)
+	if !exists(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "ext-tasks", "package.json")) {
+		t.Fatal("@modelcontextprotocol/ext-tasks is not installed: run `npm ci --prefix internal/mcp/testdata/node` (as `make test` does)")
+	}
+	s := start(t)
+	key := s.newKey("namespace:main", "read", "enqueue")
+	worker := s.newKey("namespace:main", "claim")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "tasks.mjs")
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "TESSERA_MCP_URL="+s.URL+"/mcp", "TESSERA_KEY="+key)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The worker: claim the handed-off task when it is there, submit.
+	var c map[string]any
+	for c == nil || c["lease"] == nil {
+		if ctx.Err() != nil {
+			t.Fatalf("no task to claim; tasks.mjs: %s %s", stdout.Bytes(), stderr.Bytes())
+		}
+		c = s.must(worker, "claim_task", map[string]any{"queue": "ext", "wait_seconds": 1})
+	}
+	task := c["task"].(map[string]any)
+	s.must(worker, "submit_task", map[string]any{"task_id": task["id"], "lease_token": c["lease"].(map[string]any)["token"],
+		"outcome": "succeeded", "result": map[string]any{"pages": 3}})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tasks.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
+	}
+	t.Logf("tasks.mjs printed: %s", stdout.Bytes())
+	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n"))
+	var worked struct {
+		Kind    string `json:"kind"`
+		TaskID  string `json:"taskId"`
+		Outcome struct {
+			Status string `json:"status"`
+			Result struct {
+				StructuredContent map[string]any `json:"structuredContent"`
+				IsError           bool           `json:"isError"`
+			} `json:"result"`
+		} `json:"outcome"`
+	}
+	var cancelled struct {
+		Kind   string `json:"kind"`
+		TaskID string `json:"taskId"`
+		Status string `json:"status"`
+	}
+	if len(lines) != 2 || json.Unmarshal(lines[0], &worked) != nil || json.Unmarshal(lines[1], &cancelled) != nil {
+		t.Fatalf("tasks.mjs printed %s", stdout.Bytes())
+	}
+	if worked.Kind != "task" || worked.TaskID != "main:"+task["id"].(string) || worked.Outcome.Status != "completed" ||
+		worked.Outcome.Result.IsError || worked.Outcome.Result.StructuredContent["pages"] != float64(3) {
+		t.Fatalf("the handed-off task: %+v", worked)
+	}
+	id, _ := strings.CutPrefix(cancelled.TaskID, "main:")
+	if cancelled.Kind != "task" || cancelled.Status != "cancelled" || s.must(key, "get_task", map[string]any{"task_id": id})["state"] != "canceled" {
+		t.Fatalf("the cancelled task: %+v", cancelled)
 	}
 }

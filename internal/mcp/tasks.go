@@ -92,11 +92,11 @@ func (e *Endpoint) taskView(c *call, t *tessera.Task, resultType string) taskHan
 				out = map[string]any{"result": json.RawMessage(t.Result)} // structuredContent is an object
 			}
 		}
-		r := e.result(&call{}, out, false)
+		r := e.result(c, out, false) // a 2026-07-28 CallToolResult, resultType and all
 		h.Result = &r
 	case tessera.StateDead:
 		h.Status, h.StatusMessage = "completed", "dead: "+t.Error
-		r := callResult{Content: []content{{Type: "text", Text: t.Error}}, StructuredContent: map[string]any{"state": t.State, "error": t.Error}, IsError: true}
+		r := callResult{resultMeta: e.meta(c), Content: []content{{Type: "text", Text: t.Error}}, StructuredContent: map[string]any{"state": t.State, "error": t.Error}, IsError: true}
 		h.Result = &r
 	case tessera.StateCanceled:
 		h.Status, h.StatusMessage = "cancelled", "canceled"

@@ -84,11 +84,17 @@ type Tool struct {
 	// operation's output (bytes become base64 in JSON).
 	Out     reflect.Type
 	Present func(c *Call, out any) (any, error)
+	// AnyResult says the tool's result is any JSON object: run_task's
+	// is what the worker submits.
+	AnyResult bool
 }
 
-// ResultType is the type of the tool's result.
+// ResultType is the type of the tool's result; nil for any object.
 func (t *Tool) ResultType(op *Op) reflect.Type {
-	if t.Out != nil {
+	switch {
+	case t.AnyResult:
+		return nil
+	case t.Out != nil:
 		return t.Out
 	}
 	return op.Out

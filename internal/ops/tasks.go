@@ -127,7 +127,8 @@ var taskOps = []*Op{
 		Description: "Hand work off to a worker and follow it as an MCP task (the io.modelcontextprotocol/tasks extension of 2026-07-28, which the call must declare): " +
 			"enqueues a task with enqueue_task's arguments and answers a task handle at once. tasks/get shows it working while it waits or runs, " +
 			"then completed with the worker's submitted result as structuredContent (isError when it failed for good), or cancelled; tasks/cancel cancels it.",
-		Tool: &Tool{Name: "run_task", Title: "Hand work off as a task"},
+		// Its tool result, when the task ends, is what the worker submitted.
+		Tool: &Tool{Name: "run_task", Title: "Hand work off as a task", AnyResult: true},
 		Only: "MCP's tasks extension: its answer is a task handle; over HTTP, POST /v1/tasks and GET /v1/tasks/{task_id} do the same"},
 		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
 			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(ctx, in.EnqueueParams), in.IdempotencyKey)

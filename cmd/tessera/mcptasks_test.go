@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-dev/tessera/client"
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
@@ -58,6 +60,8 @@ func TestMCPTaskHandleAcrossNodes(t *testing.T) {
 	if got := get(nodes[1], made.TaskID); got.Status != "working" {
 		t.Fatalf("node B reads %+v", got)
 	}
+	// Node A pushes what node B's worker does.
+	pushed := listen(t, nodes[0], made.TaskID)
 	worker, err := client.New(nodes[1].url, client.WithKey(crashAdminKey))
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +76,16 @@ func TestMCPTaskHandleAcrossNodes(t *testing.T) {
 		t.Fatalf("node A reads %+v %s", got, got.Result)
 	}
 
+	for {
+		m, ok := <-pushed
+		if !ok {
+			t.Fatal("node A's subscription ended before the task completed")
+		}
+		if m.Method == "notifications/tasks" && m.Params.Status == "completed" {
+			break
+		}
+	}
+
 	var second handle
 	_ = json.Unmarshal(call(nodes[0], "tools/call", "run_task", map[string]any{"name": "run_task",
 		"arguments": map[string]any{"title": "cancelled across", "queue": "across"}}), &second)
@@ -79,4 +93,46 @@ func TestMCPTaskHandleAcrossNodes(t *testing.T) {
 	if got := get(nodes[0], second.TaskID); got.Status != "cancelled" {
 		t.Fatalf("after a cancel on B, A reads %+v", got)
 	}
+}
+
+// pushedMessage is a message on a subscriptions/listen stream.
+type pushedMessage struct {
+	Method string `json:"method"`
+	Params struct {
+		Status string `json:"status"`
+	} `json:"params"`
+}
+
+// listen subscribes to a task handle on node, and returns the stream's
+// messages; the channel closes when the stream ends or 30 s pass.
+func listen(t *testing.T, node *server, handle string) <-chan pushedMessage {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": map[string]any{
+		"notifications": map[string]any{"taskIds": []string{handle}},
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", node.url+"/mcp", strings.NewReader(string(body)))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen", "Authorization": "Bearer " + crashAdminKey} {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("listen on %s: %v %v", node.url, err, res)
+	}
+	out := make(chan pushedMessage, 16)
+	go func() {
+		defer close(out)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			var m pushedMessage
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &m) == nil {
+				out <- m
+			}
+		}
+	}()
+	return out
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -65,6 +66,10 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Answers carry lease tokens and keys: nothing may keep them.
 	w.Header().Set("Cache-Control", "no-store")
+	if answer.Stream != nil {
+		s.streamMCP(w, r, answer)
+		return
+	}
 	if answer.Body == nil {
 		w.WriteHeader(answer.Status)
 		return
@@ -93,4 +98,36 @@ func (s *Server) originAllowed(origin string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// streamMCP writes a subscription's messages as Server-Sent Events, as the
+// Streamable HTTP transport answers a request with a stream.
+func (s *Server) streamMCP(w http.ResponseWriter, r *http.Request, answer *mcp.Answer) {
+	sink := newSSESink(w)
+	defer sink.done()
+	err := answer.Stream(r.Context(), mcpStream{sink})
+	if err == nil || r.Context().Err() != nil {
+		return
+	}
+	// The request's error answer: its response, or the stream's last
+	// message once the stream is open (a key revoked meanwhile).
+	refused := answer.Refused(err)
+	if sink.opened {
+		_ = mcpStream{sink}.Message(json.RawMessage(refused.Body))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(refused.Status)
+	_, _ = w.Write(refused.Body)
+}
+
+// mcpStream is a subscription's side of an event stream: each JSON-RPC
+// message an SSE "message" event, sent at once.
+type mcpStream struct{ *sseSink }
+
+func (m mcpStream) Message(v any) error {
+	if err := m.message("", "message", v); err != nil {
+		return err
+	}
+	return m.Flush()
 }

@@ -95,11 +95,21 @@ type Request struct {
 	Authenticate func() (*auth.Actor, error)
 }
 
-// Answer is the HTTP answer to a Request. A nil Body means none (202).
+// Answer is the HTTP answer to a Request. A nil Body means none (202),
+// unless Stream is set: then the answer is an event stream (a
+// subscriptions/listen), which Stream writes until it returns.
 type Answer struct {
 	Status int
 	Body   []byte
+	Stream func(ctx context.Context, out StreamOut) error
+	// refuse answers a stream that failed before it opened.
+	refuse func(error) *Answer
 }
+
+// Refused is the answer to a stream that failed before its first message
+// (its key may not follow the namespace's events, too many streams): a
+// JSON-RPC error, as any other request's.
+func (a *Answer) Refused(err error) *Answer { return a.refuse(err) }
 
 // Serve answers one request. An error means the request was refused before
 // any JSON-RPC work (a missing or bad key, a body over the key's limit):
@@ -134,6 +144,13 @@ func (e *Endpoint) Serve(ctx context.Context, r Request) (answer *Answer, op str
 	}
 	if !batch {
 		c := &call{msg: &msgs[0], actor: actor, headerVersion: headerVersion, header: r.Header, budget: ops.NewBudget(e.cfg.BatchWait), trace: ops.TraceOf(r.Header)}
+		if c.msg.Method == listenMethod && c.msg.IsCall() && c.msg.Bad == nil {
+			stream, err := e.listen(ctx, c)
+			if err != nil {
+				return single(errorResponse(c.msg.ID, err), max(err.status, http.StatusOK)), "", nil
+			}
+			return stream, "", nil
+		}
 		res := e.handle(ctx, c)
 		if res == nil {
 			return &Answer{Status: http.StatusAccepted}, "", nil
@@ -240,7 +257,7 @@ func keyedTool(msg *Message) *ops.Op {
 	if !msg.IsCall() || msg.Bad != nil {
 		return nil
 	}
-	if taskMethodName(msg.Method) {
+	if taskMethodName(msg.Method) || msg.Method == listenMethod {
 		return getOp // a task handle is its maker's
 	}
 	if msg.Method != "tools/call" {

@@ -249,6 +249,8 @@ func (e *Endpoint) dispatch(ctx context.Context, c *call) (any, *Error) {
 		}{e.meta(c), e.cache(c), e.listed}, nil
 	case "tools/call":
 		return e.callTool(ctx, c)
+	case listenMethod:
+		return nil, rpcErr(CodeInvalidRequest, 0, "%s opens a stream: send it as a request of its own, not in a batch", listenMethod)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		if c.modern {
 			return e.taskMethod(ctx, c)

@@ -1,7 +1,11 @@
 package mcp_test
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -201,5 +205,116 @@ func TestTaskHandleCancelAndDeath(t *testing.T) {
 	}
 	if got := agent.get(h.TaskID); got.Status != "cancelled" {
 		t.Fatalf("after a cancel of a canceled task: %+v", got)
+	}
+}
+
+// listen opens a subscriptions/listen stream and returns its messages as
+// they come, and the HTTP answer when it is not a stream.
+func (tc tasksClient) listen(ids ...string) (<-chan map[string]any, *reply) {
+	tc.s.t.Helper()
+	caps := map[string]any{}
+	if tc.declared {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	body, _ := json.Marshal(rpc(1, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids},
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}}))
+	req, _ := http.NewRequest("POST", tc.s.URL+"/mcp", bytes.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen", "Authorization": "Bearer " + tc.key} {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tc.s.t.Fatal(err)
+	}
+	if res.Header.Get("Content-Type") != "text/event-stream" {
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return nil, &reply{Status: res.StatusCode, Header: res.Header, Body: b}
+	}
+	msgs := make(chan map[string]any, 16)
+	tc.s.t.Cleanup(func() { res.Body.Close() })
+	go func() {
+		defer close(msgs)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			var m map[string]any
+			if ok && json.Unmarshal([]byte(data), &m) == nil {
+				msgs <- m
+			}
+		}
+	}()
+	return msgs, nil
+}
+
+// next is the stream's next message; nil when it ended.
+func next(t *testing.T, msgs <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case m := <-msgs:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message on the subscription in 10 s")
+		return nil
+	}
+}
+
+// subscriptions/listen pushes each followed task whole as it changes —
+// ready, leased, completed with its result — acknowledging only the
+// caller's own handles, and ends when every task it follows has ended.
+func TestListenPushesTaskChanges(t *testing.T) {
+	s := start(t)
+	agent := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	other := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	worker := s.newKey("namespace:main", "claim")
+	h := agent.run(map[string]any{"title": "followed", "queue": "l"})
+	theirs := other.run(map[string]any{"title": "not yours", "queue": "l2"})
+
+	undeclared := agent
+	undeclared.declared = false
+	if _, r := undeclared.listen(h.TaskID); r == nil || r.one(t).Error == nil || r.one(t).Error.Code != -32021 {
+		t.Fatalf("listen without the extension: %+v", r)
+	}
+	batch := s.post([]any{rpc(1, "subscriptions/listen", map[string]any{"notifications": map[string]any{}})}, "Authorization", "Bearer "+agent.key)
+	if res := batch.batch(t); len(res) != 1 || res[0].Error == nil || res[0].Error.Code != -32600 {
+		t.Fatalf("listen in a batch: %s", batch.Body)
+	}
+
+	msgs, r := agent.listen(h.TaskID, theirs.TaskID, "main:nonsense")
+	if r != nil {
+		t.Fatalf("listen: %d %s", r.Status, r.Body)
+	}
+	ack := next(t, msgs)
+	params, _ := ack["params"].(map[string]any)
+	ids, _ := params["notifications"].(map[string]any)["taskIds"].([]any)
+	if ack["method"] != "notifications/subscriptions/acknowledged" || len(ids) != 1 || ids[0] != h.TaskID ||
+		params["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != float64(1) {
+		t.Fatalf("acknowledgement %v", ack)
+	}
+	status := func(m map[string]any) (string, string) {
+		t.Helper()
+		p, _ := m["params"].(map[string]any)
+		if m["method"] != "notifications/tasks" || p["taskId"] != h.TaskID || p["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != float64(1) {
+			t.Fatalf("not a notification of the task: %v", m)
+		}
+		msg, _ := p["statusMessage"].(string)
+		return p["status"].(string), msg
+	}
+	if st, msg := status(next(t, msgs)); st != "working" || !strings.HasPrefix(msg, "ready:") {
+		t.Fatalf("first: %s %s", st, msg)
+	}
+	c := s.must(worker, "claim_task", map[string]any{"queue": "l"})
+	if st, msg := status(next(t, msgs)); st != "working" || !strings.HasPrefix(msg, "leased:") {
+		t.Fatalf("after the claim: %s %s", st, msg)
+	}
+	s.must(worker, "submit_task", map[string]any{"task_id": c["task"].(map[string]any)["id"], "lease_token": c["lease"].(map[string]any)["token"],
+		"outcome": "succeeded", "result": map[string]any{"ok": true}})
+	done := next(t, msgs)
+	if st, _ := status(done); st != "completed" || !strings.Contains(fmt.Sprint(done["params"].(map[string]any)["result"]), "structuredContent:map[ok:true]") {
+		t.Fatalf("after the submit: %v", done)
+	}
+	if m, open := <-msgs; open {
+		t.Fatalf("the stream went on after its task ended: %v", m)
 	}
 }

@@ -1,8 +1,14 @@
 package mcp_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tessera-dev/tessera/internal/mcp"
 )
@@ -64,4 +70,69 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzTaskMethods sends the tasks extension's requests, whatever their
+// params and routing headers, to a real server with a key: no input
+// panics it or draws a 500, and every answer is a JSON-RPC response or,
+// for a subscription that follows nothing, a stream that acknowledges and
+// ends.
+func FuzzTaskMethods(f *testing.F) {
+	s := start(f)
+	key := s.newKey("namespace:main", "enqueue", "read")
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	for _, seed := range []struct{ method, name, params string }{
+		{"tasks/get", "main:01JF0000000000000000000000", `{"taskId":"main:01JF0000000000000000000000",` + meta + `}`},
+		{"tasks/cancel", "x", `{"taskId":"x",` + meta + `}`},
+		{"tasks/update", "main:", `{"taskId":"main:","inputResponses":{"k":{"action":"accept"}},` + meta + `}`},
+		{"tasks/get", "", `{"taskId":7,` + meta + `}`},
+		{"subscriptions/listen", "", `{"notifications":{"taskIds":["main:nope","a:b:c"]},` + meta + `}`},
+		{"subscriptions/listen", "", `{"notifications":{"taskIds":"no"},` + meta + `}`},
+		{"tools/call", "run_task", `{"name":"run_task","arguments":{"title":""},` + meta + `}`},
+	} {
+		f.Add(seed.method, seed.name, []byte(seed.params))
+	}
+	f.Fuzz(func(t *testing.T, method, name string, params []byte) {
+		if !headerValue(method) || !headerValue(name) {
+			return // no client sends it
+		}
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":` + strconv.Quote(method) + `,"params":` + string(params) + `}`)
+		req, _ := http.NewRequest("POST", s.URL+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header["Mcp-Method"] = []string{method}
+		req.Header["Mcp-Name"] = []string{name}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, params, err)
+		}
+		defer res.Body.Close()
+		out, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode >= 500 {
+			t.Fatalf("%s %s: %d %s %v", method, params, res.StatusCode, out, err)
+		}
+		if res.Header.Get("Content-Type") == "text/event-stream" {
+			if !bytes.Contains(out, []byte("notifications/subscriptions/acknowledged")) {
+				t.Fatalf("%s %s: a stream without its acknowledgement: %s", method, params, out)
+			}
+			return
+		}
+		if res.StatusCode != http.StatusAccepted && !json.Valid(out) {
+			t.Fatalf("%s %s: %d %q is not JSON", method, params, res.StatusCode, out)
+		}
+	})
+}
+
+// headerValue reports whether v can be an HTTP header's value as Go's
+// client sends it: visible ASCII and spaces.
+func headerValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

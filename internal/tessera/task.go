@@ -9,9 +9,12 @@ import (
 // waiting for its run_at as "ready" with a future run_at, and reports it as
 // "scheduled": nothing has to be written when the time comes. A task that
 // waits for parents to finish is "waiting": never claimable, it becomes
-// ready when the last of them succeeds.
+// ready when the last of them succeeds. A task parked on gates (gate.go)
+// is "gated": never claimable, it becomes ready when its gates are
+// answered or one times out.
 const (
 	StateWaiting   = "waiting"
+	StateGated     = "gated"
 	StateScheduled = "scheduled"
 	StateReady     = "ready"
 	StateLeased    = "leased"
@@ -22,7 +25,7 @@ const (
 )
 
 // States lists every client-visible state, in lifecycle order.
-var States = []string{StateWaiting, StateScheduled, StateReady, StateLeased, StatePaused, StateSucceeded, StateDead, StateCanceled}
+var States = []string{StateWaiting, StateGated, StateScheduled, StateReady, StateLeased, StatePaused, StateSucceeded, StateDead, StateCanceled}
 
 // Terminal reports whether a task in state s is finished.
 func Terminal(s string) bool {
@@ -81,6 +84,12 @@ type Task struct {
 	Dependency *Dependency `json:"dependency,omitempty"`
 	// Checkpoint is the last a run of the task left, when one did.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// GateCount counts the gates the task has had (gate.go): a claim
+	// reads their answers only for a task that had one.
+	GateCount int `json:"-"`
+	// Gates are the task's gates, open and answered, filled when a task
+	// that had any is read alone.
+	Gates []Gate `json:"gates,omitempty"`
 	// Runs is filled only when a task is read with its history.
 	Runs []Run `json:"runs,omitempty"`
 	// Run is the task's current run, or its last once it ended: it lives
@@ -207,6 +216,9 @@ const (
 	OutcomeReleased  = "released"
 	OutcomeLapsed    = "lapsed"
 	OutcomeCanceled  = "canceled"
+	// OutcomeGated ends a run that parked its task on gates: like a
+	// release, it uses no attempt.
+	OutcomeGated = "gated"
 )
 
 // Run is one attempt at a task.

@@ -80,6 +80,7 @@ type Tx interface {
 	PublicTx
 	SessionTx
 	DepTx
+	GateTx
 	ConsoleTx
 	FleetTx
 

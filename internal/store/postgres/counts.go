@@ -73,14 +73,15 @@ func (c countChanges) move(ns, queue string, public bool, from, to string, sign 
 
 // countsUpsert writes summed changes to a shard, rows in key order so
 // that commits sharing rows lock them in one order.
-const countsUpsert = `INSERT INTO task_counts (namespace, queue, public, shard, total, leased, paused, succeeded, dead, canceled, waiting)
- SELECT ns, q, p, $4, t, l, pa, s, d, c, w
- FROM unnest($1::text[], $2::text[], $3::bool[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[])
-   AS u(ns, q, p, t, l, pa, s, d, c, w)
+const countsUpsert = `INSERT INTO task_counts (namespace, queue, public, shard, total, leased, paused, succeeded, dead, canceled, waiting, gated)
+ SELECT ns, q, p, $4, t, l, pa, s, d, c, w, g
+ FROM unnest($1::text[], $2::text[], $3::bool[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[])
+   AS u(ns, q, p, t, l, pa, s, d, c, w, g)
  ON CONFLICT (namespace, queue, public, shard) DO UPDATE SET total = task_counts.total + excluded.total,
    leased = task_counts.leased + excluded.leased, paused = task_counts.paused + excluded.paused,
    succeeded = task_counts.succeeded + excluded.succeeded, dead = task_counts.dead + excluded.dead,
-   canceled = task_counts.canceled + excluded.canceled, waiting = task_counts.waiting + excluded.waiting`
+   canceled = task_counts.canceled + excluded.canceled, waiting = task_counts.waiting + excluded.waiting,
+   gated = task_counts.gated + excluded.gated`
 
 // args are countsUpsert's arguments for shard, nil when nothing changed.
 func (c countChanges) args(shard int) []any {

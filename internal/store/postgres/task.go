@@ -74,7 +74,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate)...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -158,6 +158,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceArgs(task.Trace)...)
+	args = append(args, task.GateCount)
 	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
 		return err
 	}
@@ -422,6 +423,7 @@ func (t *tx) tasksDelete(ctx context.Context, nss, ids []string) error {
 		`DELETE FROM task_edges WHERE (namespace, parent_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_dependencies WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 		`DELETE FROM task_checkpoints WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+		`DELETE FROM task_gates WHERE (namespace, task_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
 	} {
 		if _, err := t.exec(ctx, sql, nss, ids); err != nil {
 			return err

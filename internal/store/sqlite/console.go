@@ -111,6 +111,7 @@ func (t *tx) taskDelete(ctx context.Context, ns, id string) error {
 		`DELETE FROM task_edges WHERE namespace = ? AND parent_id = ?`,
 		`DELETE FROM task_dependencies WHERE namespace = ? AND task_id = ?`,
 		`DELETE FROM task_checkpoints WHERE namespace = ? AND task_id = ?`,
+		`DELETE FROM task_gates WHERE namespace = ? AND task_id = ?`,
 		`DELETE FROM tasks WHERE namespace = ? AND id = ?`,
 	} {
 		if _, err := t.c.exec(ctx, sql, ns, id); err != nil {

@@ -49,8 +49,8 @@ func TestMeterIndexModel(t *testing.T) {
 			}
 		}
 	}
-	// principals_purge.
-	if want := map[string]int{"principals": 1}; !maps.Equal(partial, want) {
+	// principals_purge, task_gates_due.
+	if want := map[string]int{"principals": 1, "task_gates": 1}; !maps.Equal(partial, want) {
 		t.Errorf("partial indexes the meter knows: %v, want %v", partial, want)
 	}
 }

@@ -45,6 +45,7 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Group:           s.ColumnText(34),
 		Lane:            s.ColumnInt64(36),
 		Trace:           parseTrace(s.ColumnText(37), s.ColumnText(38)),
+		GateCount:       s.ColumnInt(39),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
@@ -109,6 +110,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceValues(task.Trace)...)
+	args = append(args, task.GateCount)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}

@@ -45,6 +45,9 @@ func TaskChanges(before, after *tessera.Task) []Change {
 	if !before.UpdatedAt.Equal(after.UpdatedAt) {
 		set("updated_at", after.UpdatedAt)
 	}
+	if before.GateCount != after.GateCount {
+		set("gates", after.GateCount)
+	}
 	if before.CancelRequested != after.CancelRequested {
 		set("cancel_requested", after.CancelRequested)
 	}
@@ -124,6 +127,7 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"task_edges", "namespace, parent_id, child_id"},
 	{"task_dependencies", "namespace, task_id"},
 	{"task_checkpoints", "namespace, task_id"},
+	{"task_gates", "namespace, task_id, key"},
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"tasks", "namespace, id"},

@@ -54,7 +54,7 @@ func (d Dialect) ClaimOrder() string { return d.readyLeading + "lane, priority D
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
  lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
- ` + RunCols + `, grp, requires, lane, traceparent, tracestate`
+ ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates`
 
 // Labels is a task's labels as stored: a JSON array of strings.
 func Labels(labels []string) (string, error) {
@@ -283,7 +283,7 @@ const (
 // StateCounts reads a namespace's task counts, a row per queue (summed
 // over visibilities and shards): queue, total, then CountedStates' columns.
 func StateCounts(ns string, v store.Visibility) (string, []any) {
-	sql, args := `SELECT queue, sum(total), sum(leased), sum(paused), sum(succeeded), sum(dead), sum(canceled), sum(waiting)
+	sql, args := `SELECT queue, sum(total), sum(leased), sum(paused), sum(succeeded), sum(dead), sum(canceled), sum(waiting), sum(gated)
  FROM task_counts WHERE namespace = ?`, []any{ns}
 	if v == store.PublicOnly {
 		sql, args = sql+` AND public = ?`, append(args, true)
@@ -294,7 +294,7 @@ func StateCounts(ns string, v store.Visibility) (string, []any) {
 // CountedStates are the stored states with a column of their own in
 // task_counts, in StateCounts' order; ready is the total less them.
 var CountedStates = [...]string{tessera.StateLeased, tessera.StatePaused, tessera.StateSucceeded, tessera.StateDead, tessera.StateCanceled,
-	tessera.StateWaiting}
+	tessera.StateWaiting, tessera.StateGated}
 
 // QueueCounts turns one row of StateCounts (a queue's total, then the
 // counted states in order) into a count per stored state, ready included.

@@ -27,4 +27,5 @@ func Run(t *testing.T, open Opener) {
 	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("claim many", func(t *testing.T) { testClaimMany(t, open) })
 	t.Run("fleet", func(t *testing.T) { testFleet(t, open) })
+	t.Run("gates", func(t *testing.T) { testGates(t, open) })
 }

@@ -25,6 +25,8 @@ const (
 	ActHeartbeat      = "claim.heartbeat"
 	ActSubmit         = "claim.submit"
 	ActRelease        = "claim.release"
+	ActGateOpen       = "claim.gate"
+	ActGateAnswer     = "task.gate.answer"
 	ActClaimEvents    = "claim.events"
 	ActRecordWrite    = "record.write"
 	ActRecordRead     = "record.read"
@@ -78,6 +80,9 @@ const (
 	// ActTaskLapse names no operation: it is the event of a lease that
 	// lapsed, written by whichever transaction noticed it (event.go).
 	ActTaskLapse = "task.lapse"
+	// ActGateTimeout names no operation either: it is the event of a gate
+	// that timed out, made by the node whose timer saw it first.
+	ActGateTimeout = "task.gate.timeout"
 )
 
 // ActTaskEnqueueBatch names a batch enqueue (POST /v1/tasks/batch) in
@@ -141,10 +146,14 @@ var needs = map[string]Need{
 	ActQueueSettings: {Grant: true, Action: tessera.ActionEnqueue},
 	ActGroupSettings: {Grant: true, Action: tessera.ActionEnqueue},
 
-	ActClaim:       {Grant: true, Action: tessera.ActionClaim},
-	ActHeartbeat:   {Grant: true, Action: tessera.ActionClaim},
-	ActSubmit:      {Grant: true, Action: tessera.ActionClaim},
-	ActRelease:     {Grant: true, Action: tessera.ActionClaim},
+	ActClaim:     {Grant: true, Action: tessera.ActionClaim},
+	ActHeartbeat: {Grant: true, Action: tessera.ActionClaim},
+	ActSubmit:    {Grant: true, Action: tessera.ActionClaim},
+	ActRelease:   {Grant: true, Action: tessera.ActionClaim},
+	ActGateOpen:  {Grant: true, Action: tessera.ActionClaim},
+	// Answers come from producers' keys (and the MCP client that owns
+	// the task's handle, which made it with enqueue).
+	ActGateAnswer:  {Grant: true, Action: tessera.ActionEnqueue},
 	ActClaimEvents: {Grant: true, Action: tessera.ActionClaim},
 	// A batch needs what each of its claims or submits would.
 	ActClaimBatch:  {Grant: true, Action: tessera.ActionClaim},

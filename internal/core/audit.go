@@ -560,15 +560,20 @@ func (s *Service) background() {
 	defer tick.Stop()
 	var swept time.Time
 	log := s.cfg.Log
-	deps := make(chan struct{})
+	deps, gates := make(chan struct{}), make(chan struct{})
 	go func() {
 		s.depWorker()
 		close(deps)
+	}()
+	go func() {
+		s.gateTimer()
+		close(gates)
 	}()
 	for {
 		select {
 		case <-s.done:
 			<-deps
+			<-gates
 			if err := s.FlushCounters(context.Background(), true); err != nil {
 				log.Warn("counters lost: the final flush failed", "err", err)
 			}

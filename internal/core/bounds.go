@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -42,7 +43,9 @@ func (EnqueueParams) Bounds() input.Bounds {
 		"ref":      input.Match(input.NameFormat).Doc("a name for this task, unique in its batch, that later tasks of the batch can wait on in their after"),
 		"requires": requiresBound,
 		"group":    groupBound,
-		"trace":    input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
+		"gates": input.List(0, MaxTaskGates, input.Bound{}).
+			Doc("gates the task starts on, each {key, kind, message, schema, url, timeout_seconds, on_timeout}: it is gated, claimable once they are answered"),
+		"trace": input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
 	}
 }
 
@@ -176,5 +179,40 @@ func (KeyParams) Bounds() input.Bounds {
 		"principal_id": input.Match(input.IDFormat).Doc("the principal the key acts as"),
 		"scopes":       input.List(1, MaxScopes, input.Match(input.ScopeFormat)).Doc("what the key may do where: admin, or namespace:<name> or namespace:* with read, enqueue, claim, write"),
 		"expires_at":   input.Bound{}.Doc("when the key stops working (none: never)"),
+	}
+}
+
+// gateKeyBound is a gate's key: a name, unique for its task's life.
+var gateKeyBound = input.Match(input.NameFormat).Doc("the gate's name, unique for the task's life: its answer comes back under it")
+
+// gateFields are the bounds of a gate's own fields, in GateSpec and in
+// GateParams alike.
+func gateFields() input.Bounds {
+	return input.Bounds{
+		"key":     gateKeyBound,
+		"kind":    input.Enum(tessera.GateForm, tessera.GateURL, tessera.GateApproval).Doc(`"form" (an answer matching schema), "url" (the person is sent to url) or "approval" (accept or decline); default from what is given`),
+		"message": input.Text(MaxGateMessageLen).Doc("what the person answering is asked"),
+		"schema": input.JSON(MaxGateSchemaLen).Doc("a form's answer as the MCP elicitation's restricted JSON Schema: " +
+			"{type: object, properties: {name: {type: string|number|integer|boolean, …} or a multi-select array}, required: […]}"),
+		"url":             input.Text(MaxGateURLLen).Doc("the http(s) URL a url gate sends the person to"),
+		"timeout_seconds": input.Range(0, int64(MaxGateTimeout/time.Second)).Doc("seconds until an unanswered gate times out (0: never; at most 30 days)"),
+		"on_timeout":      input.Enum(tessera.OnTimeoutFail, tessera.OnTimeoutContinue).Doc(`what a timeout does: "fail" (default) ends the task dead; "continue" records the timeout as the answer`),
+	}
+}
+
+func (GateSpec) Bounds() input.Bounds { return gateFields() }
+
+func (GateParams) Bounds() input.Bounds {
+	b := gateFields()
+	b["lease_token"] = leaseTokenBound
+	b["gates"] = input.List(0, MaxTaskGates, input.Bound{}).Doc(fmt.Sprintf("several gates at once (up to %d), each with key, kind, message, schema, url, timeout_seconds, on_timeout", MaxTaskGates))
+	b["checkpoint"] = input.JSON(MaxCheckpointLen).Doc("what the run has done so far: the next claim returns it as previous_checkpoint")
+	return b
+}
+
+func (GateAnswerParams) Bounds() input.Bounds {
+	return input.Bounds{
+		"action":  input.Enum(tessera.GateAccept, tessera.GateDecline, tessera.GateCancel).Doc(`"accept", "decline" or "cancel", as an elicitation is answered`),
+		"content": input.JSON(MaxGateContentLen).Doc("an accepted form's answer: an object matching the gate's schema"),
 	}
 }

@@ -64,6 +64,9 @@ type Claimed struct {
 	// PreviousCheckpoint is what an earlier attempt at the task left to
 	// resume from.
 	PreviousCheckpoint *tessera.Checkpoint `json:"previous_checkpoint,omitempty"`
+	// GateAnswers are the answers to the task's gates, by key, for a
+	// task that was gated (gate.go).
+	GateAnswers map[string]*tessera.GateAnswer `json:"gate_answers,omitempty"`
 	// QueuePaused, on an empty answer, says the queue is paused: nothing
 	// is granted until it is resumed.
 	QueuePaused bool `json:"queue_paused,omitempty"`
@@ -301,14 +304,18 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 			l := *task.Lease
 			l.Token = leaseToken(task.ID, secrets[l.RunID])
 			out[i] = Claimed{Lease: &l, Task: task}
-			if task.Attempts > 1 {
-				// An earlier attempt may have left where it got to.
+			if task.Attempts > 1 || task.GateCount > 0 {
+				// An earlier attempt, or a run that parked the task on
+				// gates, may have left where it got to.
 				switch c, err := tx.CheckpointGet(ctx, ns, task.ID); {
 				case err == nil:
 					out[i].PreviousCheckpoint = c
 				case !errors.Is(err, store.ErrNotFound):
 					return err
 				}
+			}
+			if out[i].GateAnswers, err = gateAnswers(ctx, tx, task); err != nil {
+				return err
 			}
 			// Each task granted is a claim of it; the audited action's own
 			// event, written once this returns, is the last one's.
@@ -352,10 +359,15 @@ func (s *Service) lapse(ctx context.Context, tx store.Tx, ns, queue string, now 
 // backs off, or kills the task when attempts are spent. The holder hears
 // of a lapse, and a task that became claimable wakes its queue's claims.
 func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	return s.endLeaseFrom(ctx, tx, task.Copy(), task, now, outcome, errMsg, result)
+}
+
+// endLeaseFrom is endLease for a task the caller changed since it was
+// read (before): the change is written with the run's end.
+func (s *Service) endLeaseFrom(ctx context.Context, tx store.Tx, before, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
 	if task.Run == nil || task.Run.ID != task.Lease.RunID {
 		return fmt.Errorf("task %s: its lease's run %s is not the run on its row", task.ID, task.Lease.RunID)
 	}
-	before := task.Copy()
 	// The run ends on the task's row, in the same write as the task.
 	task.Run.EndedAt, task.Run.Outcome, task.Run.Error = &now, outcome, errMsg
 	switch {
@@ -365,6 +377,9 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 		task.State = tessera.StateSucceeded
 	case outcome == tessera.OutcomeReleased:
 		task.State = tessera.StateReady
+		task.Attempts--
+	case outcome == tessera.OutcomeGated:
+		task.State = tessera.StateGated
 		task.Attempts--
 	case task.Attempts >= task.MaxAttempts:
 		task.State = tessera.StateDead

@@ -178,7 +178,7 @@ type Bulk struct {
 // bulkStates are the stored states each change applies to.
 var bulkStates = map[string][]string{
 	string(ChangeRetry):  {tessera.StateDead, tessera.StateCanceled},
-	string(ChangeCancel): {tessera.StateReady, tessera.StateLeased, tessera.StatePaused, tessera.StateWaiting},
+	string(ChangeCancel): {tessera.StateReady, tessera.StateLeased, tessera.StatePaused, tessera.StateWaiting, tessera.StateGated},
 }
 
 // BulkChange retries or cancels every task a selection selects, at most

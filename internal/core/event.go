@@ -29,6 +29,9 @@ const (
 	KindCanceled        = "task.canceled"
 	KindCancelRequested = "task.cancel_requested"
 	KindReleased        = "task.released"
+	KindGated           = "task.gated"
+	KindGateAnswered    = "task.gate_answered"
+	KindGateTimedOut    = "task.gate_timed_out"
 	KindPaused          = "task.paused"
 	KindResumed         = "task.resumed"
 	KindRetried         = "task.retried"
@@ -42,6 +45,7 @@ const (
 // streamActions are the actions whose events the stream carries: changes,
 // never reads.
 var streamActions = []string{ActTaskEnqueue, ActClaim, ActHeartbeat, ActSubmit, ActRelease, ActTaskLapse,
+	ActGateOpen, ActGateAnswer, ActGateTimeout,
 	ActTaskCancel, ActTaskPause, ActTaskResume, ActTaskRetry, ActQueuePause, ActQueueResume, ActQueuePurge,
 	ActRecordWrite, ActBlobCommit}
 
@@ -105,6 +109,15 @@ func eventKind(action, state string) string {
 		return KindFailed
 	case ActRelease:
 		return KindReleased
+	case ActGateOpen:
+		if state == tessera.StateCanceled {
+			return KindCanceled
+		}
+		return KindGated
+	case ActGateAnswer:
+		return KindGateAnswered
+	case ActGateTimeout:
+		return KindGateTimedOut
 	case ActTaskCancel:
 		if state == tessera.StateCanceled {
 			return KindCanceled

@@ -41,7 +41,7 @@ const (
 // StoredStates are the states the store keeps, in lifecycle order. Public
 // counts use them: a scheduled task (ready, run_at ahead) is counted as
 // ready, since counting it apart would cost a look at every ready task.
-var StoredStates = []string{tessera.StateWaiting, tessera.StateReady, tessera.StateLeased, tessera.StatePaused,
+var StoredStates = []string{tessera.StateWaiting, tessera.StateGated, tessera.StateReady, tessera.StateLeased, tessera.StatePaused,
 	tessera.StateSucceeded, tessera.StateDead, tessera.StateCanceled}
 
 // Health is a namespace's public health (SPEC §3.2): its public tasks by

@@ -55,6 +55,9 @@ type EnqueueParams struct {
 	Group    string   `json:"group,omitempty"`
 	// Trace is the producer's trace context (issue 43).
 	Trace *Trace `json:"trace,omitempty"`
+	// Gates start the task gated (gate.go): it is claimable once they
+	// are answered.
+	Gates []GateSpec `json:"gates,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
@@ -76,6 +79,12 @@ func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 	}
 	if p.Trace != nil && !tessera.ValidTraceparent(p.Trace.Traceparent) {
 		return tessera.Invalid("trace.traceparent", "traceparent %q is not a W3C traceparent of version 00 with ids not all zero", p.Trace.Traceparent)
+	}
+	if len(p.Gates) > 0 && len(p.After) > 0 {
+		return tessera.Invalid("gates", "a task waits on parents (after) or on gates, not both: let the first run open its gates")
+	}
+	if _, err := makeGates(p.Gates, true, 0, now, ""); err != nil {
+		return err
 	}
 	if p.OnParentFailure != "" && len(p.After) == 0 {
 		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
@@ -126,11 +135,23 @@ func (s *Service) insertTask(ctx context.Context, tx store.Tx, task *tessera.Tas
 	if err := assignLane(ctx, tx, task, now); err != nil {
 		return err
 	}
+	var gates []tessera.Gate
+	if len(p.Gates) > 0 {
+		if gates, err = makeGates(p.Gates, true, 0, now, ""); err != nil {
+			return err
+		}
+		task.State, task.GateCount = tessera.StateGated, len(gates)
+	}
 	if err := tx.TaskInsert(ctx, task); err != nil {
 		return err
 	}
 	if err := storeDependency(ctx, tx, task, d); err != nil {
 		return err
+	}
+	if len(gates) > 0 {
+		if err := s.addGates(ctx, tx, task, gates); err != nil {
+			return err
+		}
 	}
 	if task.State == tessera.StateReady {
 		tx.Notify(ctx, laneTopic(task))
@@ -312,6 +333,11 @@ func (s *Service) GetTask(ctx context.Context, a *auth.Actor, ns, id string) (*t
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
+		}
+		if task.GateCount > 0 {
+			if task.Gates, err = tx.GatesOf(ctx, ns, id); err != nil {
+				return err
+			}
 		}
 		ev.Target = id
 		task.Runs, err = tx.RunList(ctx, ns, id)

@@ -21,7 +21,7 @@ const boardRefresh = 10
 
 // boardStates is the order the page shows tasks in: work in hand first,
 // then waiting, then finished.
-var boardStates = []string{tessera.StateLeased, tessera.StateReady, tessera.StateScheduled, tessera.StateWaiting, tessera.StatePaused,
+var boardStates = []string{tessera.StateLeased, tessera.StateReady, tessera.StateScheduled, tessera.StateWaiting, tessera.StateGated, tessera.StatePaused,
 	tessera.StateSucceeded, tessera.StateDead, tessera.StateCanceled}
 
 type boardPage struct {

@@ -220,6 +220,17 @@ func TestTransportParity(t *testing.T) {
 		{"a rate past its bound", adminKey, "set_queue_settings", map[string]any{"queue": "q", "rate": map[string]any{"per_second": 1e9}}, invalid("rate.per_second")},
 		{"a rate of the wrong type", adminKey, "set_group_settings", map[string]any{"queue": "q", "group": "g", "rate": map[string]any{"per_second": "fast"}}, invalid("rate.per_second")},
 		{"a group's settings without the scope", reader, "set_group_settings", map[string]any{"queue": "q", "group": "g"}, outcome{Status: 403, Code: "forbidden"}},
+		// gates (issue 39)
+		{"a gate without its key", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "t", "message": "m"}, invalid("key")},
+		{"a gate of a stale token", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "stale", "key": "k", "message": "m"}, outcome{Status: 409, Code: "lease_lost"}},
+		{"a gate of an unknown kind", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "t", "key": "k", "message": "m", "kind": "quiz"}, invalid("kind")},
+		{"a gate's timeout past 30 days", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "t", "key": "k", "message": "m", "timeout_seconds": 2_592_001}, invalid("timeout_seconds")},
+		{"too many gates", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "t", "gates": make([]map[string]any, 17)}, invalid("gates")},
+		{"a gate in a list without its message", adminKey, "open_gate", map[string]any{"task_id": task.ID, "lease_token": "t", "gates": []map[string]any{{"key": "k"}}}, invalid("gates[0].message")},
+		{"an enqueue with a gate of no message", adminKey, "enqueue_task", map[string]any{"title": "t", "gates": []map[string]any{{"key": "k"}}}, invalid("gates[0].message")},
+		{"an answer of no action", adminKey, "answer_gate", map[string]any{"task_id": task.ID, "key": "k"}, invalid("action")},
+		{"an answer to a gate of nothing", adminKey, "answer_gate", map[string]any{"task_id": task.ID, "key": "k", "action": "accept"}, outcome{Status: 404, Code: "not_found"}},
+		{"an answer without enqueue", reader, "answer_gate", map[string]any{"task_id": task.ID, "key": "k", "action": "accept"}, outcome{Status: 403, Code: "forbidden"}},
 		// and what works, works on both
 		{"a good read", reader, "get_task", map[string]any{"task_id": task.ID}, outcome{Status: 200}},
 		{"a claim with capabilities", adminKey, "claim_task", map[string]any{"queue": "nothing-here", "capabilities": []string{"gpu", "repo:x/y"}}, outcome{Status: 200}},

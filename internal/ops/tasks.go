@@ -167,6 +167,7 @@ var taskOps = []*Op{
 		"Pause a ready or scheduled task: it is not claimed until resumed.", false),
 	changeOp(core.ActTaskResume, core.ChangeResume, "resume_task", "Resume a paused task",
 		"Resume a paused task: it is ready (or scheduled) again.", false),
+	gateAnswerOp,
 	op(Op{Name: core.ActTaskRetry, Summary: "Retry a dead or canceled task",
 		Description: "Retry a dead or canceled task: it is ready again with its attempts reset (waiting, if parents it waits on have not finished). " +
 			"With dependents, the tasks its failure canceled wait for it again, and theirs in turn.",
@@ -202,6 +203,16 @@ var taskOps = []*Op{
 		}),
 }
 
+// gateAnswerOp answers a gate.
+var gateAnswerOp = op(Op{Name: core.ActGateAnswer, Summary: "Answer a gated task's gate",
+	Description: "Answer an open gate of a gated task: action \"accept\" (with content matching a form gate's schema), \"decline\" or \"cancel\". " +
+		"When it was the task's last open gate the task is ready again, and its next claim carries the answers. An answered gate cannot be answered again.",
+	HTTP: &Route{Method: "POST", Path: "/v1/tasks/{task_id}/gates/{key}", Namespaced: true},
+	Tool: &Tool{Name: "answer_gate", Title: "Answer a gate"}},
+	func(ctx context.Context, c *Call, in *gateAnswerIn) (*tessera.Task, error) {
+		return c.core.AnswerGate(ctx, c.Actor, c.NS, in.TaskID, in.Key, in.GateAnswerParams)
+	})
+
 func changeOp(name string, change core.TaskChange, tool, summary, description string, destructive bool) *Op {
 	return op(Op{Name: name, Summary: summary, Description: description,
 		HTTP: &Route{Method: "POST", Path: "/v1/tasks/{task_id}/" + string(change), Namespaced: true},
@@ -230,6 +241,21 @@ type submitBatchIn struct {
 type releaseIn struct {
 	taskRef
 	core.ReleaseParams
+}
+
+type gateIn struct {
+	taskRef
+	core.GateParams
+}
+
+type gateAnswerIn struct {
+	taskRef
+	Key string `json:"key" in:"path"`
+	core.GateAnswerParams
+}
+
+func (gateAnswerIn) Bounds() input.Bounds {
+	return input.Bounds{"key": input.Match(input.NameFormat).Doc("the gate's key")}
 }
 
 type eventsIn struct {
@@ -310,6 +336,16 @@ var claimOps = []*Op{
 		Tool:        &Tool{Name: "release_task", Title: "Give a task back", Idempotent: true}},
 		func(ctx context.Context, c *Call, in *releaseIn) (*tessera.Task, error) {
 			return c.core.Release(ctx, c.Actor, c.NS, in.TaskID, in.ReleaseParams)
+		}),
+	op(Op{Name: core.ActGateOpen, Summary: "Park a task on gates until a person answers",
+		Description: "Park your claimed task on one or more gates — questions a person answers: a form (an answer matching schema), a url (the person is sent there) or an approval — " +
+			"and end your run without using an attempt. The lease ends and the task is gated, claimable by nobody, until every gate is answered (or one times out); " +
+			"its next claim carries gate_answers: {key: {action, content, answered_by, at}} beside previous_checkpoint (pass checkpoint to leave where you got to). " +
+			"A decline is an answer, not a failure: the next run decides what it means.",
+		HTTP: &Route{Method: "POST", Path: "/v1/claims/{task_id}/gate", Namespaced: true},
+		Tool: &Tool{Name: "open_gate", Title: "Wait for a person's answer"}},
+		func(ctx context.Context, c *Call, in *gateIn) (*tessera.Task, error) {
+			return c.core.OpenGates(ctx, c.Actor, c.NS, in.TaskID, in.GateParams)
 		}),
 	op(Op{Name: core.ActClaimEvents, Summary: "Long-poll the events of a held task",
 		Description: "Read what the holder of a task's lease should learn — notes from producers, a cancel request, a lapsed lease — after sequence number since. " +

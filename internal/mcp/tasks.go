@@ -3,10 +3,13 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/tessera-dev/tessera/internal/elicit"
 	"github.com/tessera-dev/tessera/internal/input"
 	"github.com/tessera-dev/tessera/internal/ops"
 	"github.com/tessera-dev/tessera/internal/tessera"
@@ -69,6 +72,23 @@ type taskHandle struct {
 	TTLMs          *int64      `json:"ttlMs"`
 	PollIntervalMs int         `json:"pollIntervalMs,omitempty"`
 	Result         *callResult `json:"result,omitempty"`
+	// InputRequests are a gated task's open gates, by key, as the
+	// elicitations a client puts to its user.
+	InputRequests map[string]inputRequest `json:"inputRequests,omitempty"`
+}
+
+// inputRequest is an open gate as an elicitation/create request.
+type inputRequest struct {
+	Method string      `json:"method"`
+	Params elicitation `json:"params"`
+}
+
+type elicitation struct {
+	Mode            string          `json:"mode"`
+	Message         string          `json:"message"`
+	RequestedSchema json.RawMessage `json:"requestedSchema,omitempty"`
+	URL             string          `json:"url,omitempty"`
+	ElicitationID   string          `json:"elicitationId,omitempty"`
 }
 
 // handleID names a task to its maker: namespace:task_id.
@@ -100,10 +120,36 @@ func (e *Endpoint) taskView(c *call, t *tessera.Task, resultType string) taskHan
 		h.Result = &r
 	case tessera.StateCanceled:
 		h.Status, h.StatusMessage = "cancelled", "canceled"
+	case tessera.StateGated:
+		h.Status, h.InputRequests = "input_required", e.inputRequests(t)
+		h.StatusMessage = fmt.Sprintf("gated: waiting for %d answer(s)", len(h.InputRequests))
 	default:
 		h.Status, h.StatusMessage = "working", workingMessage(t)
 	}
 	return h
+}
+
+// inputRequests are t's open gates as elicitations: a form (an approval is
+// a form with no fields), or for a url gate — anything sensitive, which
+// must not pass through the client — the console's page of the task,
+// which shows the gate's link and takes its answer.
+func (e *Endpoint) inputRequests(t *tessera.Task) map[string]inputRequest {
+	out := map[string]inputRequest{}
+	for _, g := range t.Gates {
+		if !g.Open() {
+			continue
+		}
+		el := elicitation{Mode: "form", Message: g.Message, RequestedSchema: g.Schema}
+		switch g.Kind {
+		case tessera.GateURL:
+			el = elicitation{Mode: "url", Message: g.Message, ElicitationID: handleID(t) + ":" + g.Key,
+				URL: e.cfg.PublicURL + "/console#/ns/" + url.PathEscape(t.Namespace) + "/task/" + url.PathEscape(t.ID)}
+		case tessera.GateApproval:
+			el.RequestedSchema = elicit.Empty
+		}
+		out[g.Key] = inputRequest{Method: "elicitation/create", Params: el}
+	}
+	return out
 }
 
 // workingMessage says where a task that has not ended is.
@@ -158,6 +204,7 @@ var (
 	runTaskOp = ops.ByTool(runTaskTool)
 	getOp     = ops.ByTool("get_task")
 	cancelOp  = ops.ByTool("cancel_task")
+	answerOp  = ops.ByTool("answer_gate")
 )
 
 // taskMethod answers tasks/get, tasks/update and tasks/cancel.
@@ -184,11 +231,44 @@ func (e *Endpoint) taskMethod(ctx context.Context, c *call) (any, *Error) {
 		}
 		return e.meta(c), nil
 	case "tasks/update":
-		// No input request is outstanding on any task yet: the extension
-		// has a server ignore answers to keys it did not ask.
+		if err := e.answerGates(ctx, c, t, p.InputResponses); err != nil {
+			return nil, err
+		}
 		return e.meta(c), nil
 	}
 	return e.taskView(c, t, "complete"), nil
+}
+
+// answerGates answers t's open gates from a tasks/update's input
+// responses (elicitation results), each as answer_gate would. The
+// extension has a server ignore answers to keys it did not ask, and a
+// gate answered meanwhile (another client, the console) keeps its first
+// answer; an answer its gate refuses (content off its schema) is invalid
+// params, naming the field.
+func (e *Endpoint) answerGates(ctx context.Context, c *call, t *tessera.Task, responses map[string]json.RawMessage) *Error {
+	for _, g := range t.Gates {
+		raw, asked := responses[g.Key]
+		if !asked || !g.Open() {
+			continue
+		}
+		var r struct {
+			Action  string          `json:"action"`
+			Content json.RawMessage `json:"content,omitempty"`
+		}
+		if json.Unmarshal(raw, &r) != nil {
+			return rpcErr(CodeInvalidParams, 0, "inputResponses.%s must be an elicitation result {action, content}", g.Key)
+		}
+		args, _ := json.Marshal(map[string]any{"namespace": t.Namespace, "task_id": t.ID, "key": g.Key, "action": r.Action, "content": r.Content})
+		res := e.do(ctx, c, answerOp, args)
+		switch {
+		case res.Err == nil, res.Err.Code == tessera.CodeInvalidState:
+		case res.Status == http.StatusBadRequest:
+			return rpcErr(CodeInvalidParams, 0, "inputResponses.%s: %s", g.Key, res.Err.Message)
+		default:
+			return rpcErr(CodeInternalError, res.Status, "%s", res.Err.Message)
+		}
+	}
+	return nil
 }
 
 // ownTask reads the task a handle names, if the caller's principal made

@@ -318,3 +318,82 @@ func TestListenPushesTaskChanges(t *testing.T) {
 		t.Fatalf("the stream went on after its task ended: %v", m)
 	}
 }
+
+// A worker parks a handed-off task on gates: the handle is input_required
+// with the gates as elicitations — a form with its schema, an approval as
+// a form with no fields, a url gate as url mode pointing at the console —
+// and the maker answers with tasks/update. An answer its schema refuses is
+// invalid params naming the field; a key not asked is ignored; the
+// worker's next claim carries the answers.
+func TestTaskHandleInputRequired(t *testing.T) {
+	s := start(t)
+	agent := tasksClient{s: s, key: s.newKey("namespace:main", "enqueue", "read"), declared: true}
+	worker := s.newKey("namespace:main", "claim")
+	h := agent.run(map[string]any{"title": "deploy", "queue": "g"})
+	c := s.must(worker, "claim_task", map[string]any{"queue": "g"})
+	taskID := c["task"].(map[string]any)["id"].(string)
+	s.must(worker, "open_gate", map[string]any{"task_id": taskID, "lease_token": c["lease"].(map[string]any)["token"], "gates": []map[string]any{
+		{"key": "region", "message": "Where?", "schema": map[string]any{"type": "object", "required": []string{"r"},
+			"properties": map[string]any{"r": map[string]any{"type": "string", "enum": []string{"eu", "us"}}}}},
+		{"key": "ok", "message": "Go ahead?"},
+		{"key": "login", "message": "Sign in", "url": "https://auth.example/x"},
+	}})
+
+	r := agent.send("tasks/get", h.TaskID, map[string]any{"taskId": h.TaskID})
+	var got struct {
+		Status        string `json:"status"`
+		StatusMessage string `json:"statusMessage"`
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(r.one(t).Result, &got) != nil || got.Status != "input_required" || got.StatusMessage != "gated: waiting for 3 answer(s)" || len(got.InputRequests) != 3 {
+		t.Fatalf("gated handle: %s", r.Body)
+	}
+	for key, want := range map[string]string{
+		"region": `{"mode":"form","message":"Where?","requestedSchema":{"properties":{"r":{"enum":["eu","us"],"type":"string"}},"required":["r"],"type":"object"}}`,
+		"ok":     `{"mode":"form","message":"Go ahead?","requestedSchema":{"type":"object","properties":{}}}`,
+		"login": `{"mode":"url","message":"Sign in","url":"http://127.0.0.1:8787/console#/ns/main/task/` + taskID +
+			`","elicitationId":"` + h.TaskID + `:login"}`,
+	} {
+		if ir := got.InputRequests[key]; ir.Method != "elicitation/create" || !jsonEqual(string(ir.Params), want) {
+			t.Errorf("%s: %s %s, want %s", key, ir.Method, ir.Params, want)
+		}
+	}
+
+	update := func(responses map[string]any) *reply {
+		return agent.send("tasks/update", h.TaskID, map[string]any{"taskId": h.TaskID, "inputResponses": responses})
+	}
+	res := wantRPCError(t, update(map[string]any{"region": map[string]any{"action": "accept", "content": map[string]any{"r": "mars"}}}), http.StatusOK, -32602)
+	if !strings.Contains(res.Error.Message, `inputResponses.region: field "r": "mars" is not one of the choices`) {
+		t.Fatalf("refused content: %s", res.Error.Message)
+	}
+	for _, responses := range []map[string]any{
+		{"region": map[string]any{"action": "accept", "content": map[string]any{"r": "eu"}}, "unasked": map[string]any{"action": "accept"}},
+		{"ok": map[string]any{"action": "decline"}, "region": map[string]any{"action": "decline"}}, // region keeps its first answer
+	} {
+		if r := update(responses); r.one(t).Error != nil {
+			t.Fatalf("tasks/update: %s", r.Body)
+		}
+	}
+	if st := agent.get(h.TaskID); st.Status != "input_required" {
+		t.Fatalf("one gate open: %+v", st)
+	}
+	if r := update(map[string]any{"login": map[string]any{"action": "accept"}}); r.one(t).Error != nil {
+		t.Fatalf("tasks/update: %s", r.Body)
+	}
+	if st := agent.get(h.TaskID); st.Status != "working" || st.StatusMessage != "ready: waiting for a worker to claim it" {
+		t.Fatalf("all answered: %+v", st)
+	}
+	again := s.must(worker, "claim_task", map[string]any{"queue": "g"})
+	answers, _ := json.Marshal(again["gate_answers"])
+	var byKey map[string]struct {
+		Action  string          `json:"action"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(answers, &byKey) != nil || byKey["region"].Action != "accept" || string(byKey["region"].Content) != `{"r":"eu"}` ||
+		byKey["ok"].Action != "decline" || byKey["login"].Action != "accept" {
+		t.Fatalf("the worker's claim: %s", answers)
+	}
+}

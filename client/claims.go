@@ -231,6 +231,20 @@ func (c *Client) ReleaseWith(ctx context.Context, taskID string, req ReleaseRequ
 	return result(&out, err)
 }
 
+// OpenGates parks a leased task on gates (POST /v1/claims/{task}/gate):
+// the run ends without using an attempt, the lease is over, and the task
+// is gated until a person answers every gate (AnswerGate) or one times
+// out; the claim that follows carries the answers (Claim.GateAnswers) and
+// req.Checkpoint. A task whose cancel was requested ends canceled instead.
+// Like Release it is not repeated after a broken connection: the first
+// try may have ended the lease, and a repeat would be refused as
+// lease_lost.
+func (c *Client) OpenGates(ctx context.Context, taskID string, req GateRequest) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/claims/" + url.PathEscape(taskID) + "/gate", body: req}, &out)
+	return result(&out, err)
+}
+
 // ClaimEvents long-polls a held task's events after sequence since, for up
 // to wait (0–30 s) (GET /v1/claims/{task}/events).
 func (c *Client) ClaimEvents(ctx context.Context, taskID string, since int64, wait time.Duration) (*ClaimEvents, error) {

@@ -160,7 +160,8 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 		t.Fatalf("task with runs: %+v", full)
 	}
 
-	// A second task to cancel and retry, a third to release.
+	// A second task to cancel and retry, a third to release and then park
+	// on a gate.
 	other := ok(admin.Enqueue(ctx, client.EnqueueRequest{Title: "second"}))
 	if got := ok(admin.CancelTask(ctx, other.ID)); got.State != client.StateCanceled {
 		t.Fatalf("canceled: %s", got.State)
@@ -171,6 +172,15 @@ func TestEveryRouteAgainstARealServer(t *testing.T) {
 	cl2 := ok(admin.WaitClaim(ctx, client.ClaimRequest{}))
 	if got := ok(admin.Release(ctx, cl2.Task.ID, cl2.Lease.Token)); got.State != client.StateReady || got.Attempts != 0 {
 		t.Fatalf("released: %+v", got)
+	}
+	cl3 := ok(admin.WaitClaim(ctx, client.ClaimRequest{}))
+	gated := ok(admin.OpenGates(ctx, cl3.Task.ID, client.GateRequest{LeaseToken: cl3.Lease.Token, Gates: []client.GateSpec{{Key: "go", Message: "Go ahead?"}}}))
+	if gated.State != client.StateGated || gated.Attempts != 0 || gated.Lease != nil {
+		t.Fatalf("parked on a gate: %+v", gated)
+	}
+	if got := ok(admin.AnswerGate(ctx, cl3.Task.ID, "go", client.GateAnswerRequest{Action: client.GateAccept})); got.State != client.StateReady ||
+		len(got.Gates) != 1 || got.Gates[0].Kind != client.GateApproval || got.Gates[0].Answer == nil || got.Gates[0].Answer.Action != client.GateAccept {
+		t.Fatalf("its gate answered: %+v", got)
 	}
 
 	// A batch claim and a batch submit, in a namespace of their own: each

@@ -49,6 +49,12 @@
 //		return summarize(ctx, job.Task.Payload)
 //	}, client.WorkOptions{Concurrency: 4})
 //
+// A handler that needs a person's answer — a choice, an approval, a
+// sign-in — returns job.Gate(specs...) rather than wait: its task is
+// parked on those gates without holding the worker or using an attempt,
+// and once they are answered (AnswerGate, the console, an MCP client) the
+// run that claims it again finds the answers in job.GateAnswers.
+//
 // Underneath, workers claim with Claim or WaitClaim (which ends when its
 // context does, mid-long-poll too) and hand the lease to a Keeper, which
 // heartbeats in the background at a third of the lease, reports a

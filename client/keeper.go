@@ -13,7 +13,7 @@ import (
 var ErrCancelRequested = errors.New("client: the task's cancel was requested")
 
 // ErrKeeperStopped is the cause of a Keeper's context after Submit,
-// Release or Stop.
+// Release, OpenGates or Stop.
 var ErrKeeperStopped = errors.New("client: the lease keeper stopped")
 
 // KeepOptions tune a Keeper.
@@ -29,7 +29,7 @@ type KeepOptions struct {
 // Keeper holds a granted lease: it heartbeats in the background and ends
 // its context when the lease is over — with cause ErrCancelRequested when
 // a cancel was requested, the *Error (lease_lost) when the lease was lost,
-// ErrKeeperStopped after Submit, Release or Stop.
+// ErrKeeperStopped after Submit, Release, OpenGates or Stop.
 type Keeper struct {
 	c      *Client
 	claim  Claim
@@ -51,7 +51,7 @@ type Keeper struct {
 }
 
 // Keep starts keeping cl's lease alive until ctx ends, the lease is over,
-// or Submit, Release or Stop is called.
+// or Submit, Release, OpenGates or Stop is called.
 func (c *Client) Keep(ctx context.Context, cl *Claim, opts KeepOptions) *Keeper {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Duration(max(cl.Lease.Seconds, 1)) * time.Second / 3
@@ -144,6 +144,21 @@ func (k *Keeper) ReleaseWith(ctx context.Context, req ReleaseRequest) (*Task, er
 	k.Stop()
 	req.LeaseToken = k.claim.Lease.Token
 	return k.c.ReleaseWith(ctx, k.claim.Task.ID, req)
+}
+
+// OpenGates stops the heartbeats and parks the task on gates with the
+// lease's token. Without req.Checkpoint it carries the last Checkpoint
+// set, which the stopped heartbeats may not have sent: the run that
+// follows the answers resumes from where this one got to.
+func (k *Keeper) OpenGates(ctx context.Context, req GateRequest) (*Task, error) {
+	k.Stop()
+	req.LeaseToken = k.claim.Lease.Token
+	k.mu.Lock()
+	if req.Checkpoint == nil && k.cpGen > 0 {
+		req.Checkpoint = k.checkpoint
+	}
+	k.mu.Unlock()
+	return k.c.OpenGates(ctx, k.claim.Task.ID, req)
 }
 
 // minSpacing keeps progress reports from turning into a heartbeat storm.

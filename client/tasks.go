@@ -77,6 +77,17 @@ func (c *Client) ResumeTask(ctx context.Context, id string) (*Task, error) {
 	return c.changeTask(ctx, id, "resume")
 }
 
+// AnswerGate answers an open gate of a gated task
+// (POST /v1/tasks/{id}/gates/{key}) and returns the task with its gates:
+// ready again once that was its last open gate. It is not repeated after a
+// broken connection: a gate is answered once, and a repeat would be
+// refused as invalid_state.
+func (c *Client) AnswerGate(ctx context.Context, id, key string, req GateAnswerRequest) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, &request{method: "POST", path: "/tasks/" + url.PathEscape(id) + "/gates/" + url.PathEscape(key), body: req}, &out)
+	return result(&out, err)
+}
+
 // RetryTask gives a dead or canceled task its attempts back.
 func (c *Client) RetryTask(ctx context.Context, id string) (*Task, error) {
 	return c.changeTask(ctx, id, "retry")

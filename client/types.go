@@ -9,9 +9,11 @@ import (
 // /v1/openapi.json) and nothing else: the client knows no server code.
 
 // Task states as clients see them. A waiting task waits for the tasks it
-// was enqueued after (EnqueueRequest.After).
+// was enqueued after (EnqueueRequest.After); a gated one for a person to
+// answer its gates (Task.Gates).
 const (
 	StateWaiting   = "waiting"
+	StateGated     = "gated"
 	StateScheduled = "scheduled"
 	StateReady     = "ready"
 	StateLeased    = "leased"
@@ -74,6 +76,90 @@ type Task struct {
 	Dependency *Dependency `json:"dependency,omitempty"`
 	// Checkpoint is the last a run of the task left (GetTask).
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Gates are the task's gates, open and answered, on GetTask and on
+	// the answers of OpenGates and AnswerGate, for a task that had any.
+	Gates []Gate `json:"gates,omitempty"`
+}
+
+// A gate is a question a task waits on without holding a worker: a run
+// parks its task on gates (OpenGates, Job.Gate) or a producer enqueues it
+// with them (EnqueueRequest.Gates); the task is gated until every gate is
+// answered (AnswerGate) or one times out, and its next claim carries the
+// answers (Claim.GateAnswers).
+
+// Gate kinds: what the person answering is shown.
+const (
+	// GateForm asks for content matching the gate's schema (MCP
+	// elicitation's restricted subset: a flat object of primitive fields).
+	GateForm = "form"
+	// GateURL sends the person to the gate's URL, for what must not pass
+	// through Tessera (a sign-in); its answer carries no content.
+	GateURL = "url"
+	// GateApproval asks for accept or decline alone.
+	GateApproval = "approval"
+)
+
+// Gate answer actions (MCP elicitation's), and GateTimeout, which a
+// timeout records.
+const (
+	GateAccept  = "accept"
+	GateDecline = "decline"
+	GateCancel  = "cancel"
+	GateTimeout = "timeout"
+)
+
+// What an unanswered gate's timeout does to its task.
+const (
+	// OnTimeoutFail (the default) ends the task dead.
+	OnTimeoutFail = "fail"
+	// OnTimeoutContinue records GateTimeout as the answer and lets the
+	// task run once its other gates are answered.
+	OnTimeoutContinue = "continue"
+)
+
+// Gate is one of a task's gates, open until Answer is set.
+type Gate struct {
+	Key     string          `json:"key"`
+	Kind    string          `json:"kind"`
+	Message string          `json:"message"`
+	Schema  json.RawMessage `json:"schema,omitempty"`
+	URL     string          `json:"url,omitempty"`
+	// TimeoutAt is when the gate times out unanswered; nil for never.
+	TimeoutAt *time.Time `json:"timeout_at,omitempty"`
+	OnTimeout string     `json:"on_timeout"`
+	OpenedAt  time.Time  `json:"opened_at"`
+	// RunID is the run that opened the gate; empty for one the task was
+	// enqueued with.
+	RunID  string      `json:"run_id,omitempty"`
+	Answer *GateAnswer `json:"answer,omitempty"`
+}
+
+// GateAnswer is how a gate was answered: Action (GateAccept, GateDecline,
+// GateCancel or GateTimeout), Content for an accepted form, by whom (a
+// principal id; empty for a timeout) and when. A decline is an answer,
+// not a failure: the run that reads it decides what it means.
+type GateAnswer struct {
+	Action     string          `json:"action"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	AnsweredBy string          `json:"answered_by,omitempty"`
+	At         time.Time       `json:"at"`
+}
+
+// GateSpec is a gate to open. Kind defaults to GateURL when URL is set,
+// GateForm when Schema is, else GateApproval. Key names the gate in the
+// answers, and is unique for the task's life.
+type GateSpec struct {
+	Key     string `json:"key"`
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message"`
+	// Schema is a form's, any JSON value: a map, a struct,
+	// json.RawMessage.
+	Schema any    `json:"schema,omitempty"`
+	URL    string `json:"url,omitempty"`
+	// TimeoutSeconds (0: never) and OnTimeout (OnTimeoutFail or
+	// OnTimeoutContinue) say what becomes of a gate nobody answers.
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
+	OnTimeout      string `json:"on_timeout,omitempty"`
 }
 
 // Dependency is a task's parents and how many have not finished.
@@ -148,6 +234,9 @@ type EnqueueRequest struct {
 	// Trace is the W3C trace context to enqueue the task in (the
 	// producer's current span), handed to every worker that claims it.
 	Trace *Trace `json:"trace,omitempty"`
+	// Gates start the task gated: it is claimable once they are answered.
+	// A task waits on parents (After) or on gates, not both.
+	Gates []GateSpec `json:"gates,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }
@@ -218,6 +307,9 @@ type Claim struct {
 	// PreviousCheckpoint is what an earlier attempt at the task left to
 	// resume from (HeartbeatRequest.Checkpoint); nil when none did.
 	PreviousCheckpoint *Checkpoint `json:"previous_checkpoint,omitempty"`
+	// GateAnswers are the answers to the task's gates, by key, for a task
+	// that had gates; nil otherwise.
+	GateAnswers map[string]GateAnswer `json:"gate_answers,omitempty"`
 }
 
 // HeartbeatRequest extends a lease. Progress is any JSON value (≤ 4 KiB);
@@ -261,6 +353,24 @@ type ReleaseRequest struct {
 	// CooldownSeconds (0–86400) pauses the task's group that long, as
 	// SubmitRequest's does.
 	CooldownSeconds int `json:"cooldown_seconds,omitempty"`
+}
+
+// GateRequest parks a leased task on gates (OpenGates).
+type GateRequest struct {
+	LeaseToken string     `json:"lease_token"`
+	Gates      []GateSpec `json:"gates"`
+	// Checkpoint (any JSON value ≤ 64 KiB) is what the run has done so
+	// far: the claim that follows the answers returns it as
+	// PreviousCheckpoint.
+	Checkpoint any `json:"checkpoint,omitempty"`
+}
+
+// GateAnswerRequest answers a gate (AnswerGate): Action GateAccept (with
+// Content, any JSON value matching a form's schema), GateDecline or
+// GateCancel.
+type GateAnswerRequest struct {
+	Action  string `json:"action"`
+	Content any    `json:"content,omitempty"`
 }
 
 // SubmitBatchRequest ends several runs (SubmitBatch).

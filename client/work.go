@@ -25,6 +25,11 @@ type Job struct {
 	// PreviousCheckpoint is what an earlier attempt at the task left to
 	// resume from (Job.Checkpoint); nil when none did.
 	PreviousCheckpoint *Checkpoint
+	// GateAnswers are the answers to the gates the task waited on (an
+	// earlier run's Job.Gate, or its enqueue's), by key; nil for a task
+	// that had none. A decline is an answer too: the handler decides what
+	// it means.
+	GateAnswers map[string]GateAnswer
 
 	keeper *Keeper
 }
@@ -38,6 +43,17 @@ func (j *Job) Progress(v any) { j.keeper.Progress(v) }
 // attempt starts with it as PreviousCheckpoint. See Keeper.Checkpoint.
 func (j *Job) Checkpoint(v any) { j.keeper.Checkpoint(v) }
 
+// Gate makes the handler's return park the task on gates — questions a
+// person answers — rather than submit: `return job.Gate(spec, …)`. The
+// run ends without using an attempt and no worker is held while the task
+// waits; once every gate is answered (AnswerGate) or one times out, the
+// task is claimed again and that run's handler reads the answers in
+// GateAnswers. The last Checkpoint set goes with the gates, so that run
+// resumes where this one stopped.
+func (j *Job) Gate(specs ...GateSpec) (result any, err error) {
+	return nil, &GateError{Gates: specs}
+}
+
 // Handler does one task's work. Its ctx ends when the task's cancel was
 // requested (context.Cause is ErrCancelRequested), the lease was lost (the
 // cause is the *Error), or Work's drain ran out (ErrDrained). What it
@@ -45,7 +61,10 @@ func (j *Job) Checkpoint(v any) { j.keeper.Checkpoint(v) }
 // result (any JSON value ≤ 256 KiB; nil is no result), an error as failed
 // with its text (its first 4 KiB) as the error, to be retried while
 // attempts are left; an error made by Cooldown also pauses the task's
-// group. A panic is a failure too.
+// group. A panic is a failure too. A *GateError (Job.Gate), wrapped or
+// not, submits nothing: the task is parked on its gates; should the
+// server refuse them (a bad schema, a key used before), the run fails
+// with why.
 type Handler func(ctx context.Context, job *Job) (result any, err error)
 
 // WorkOptions tune Work. The zero value is one handler at a time, with the
@@ -226,15 +245,20 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 	work = WithTrace(work, cl.Task.Trace) // the run continues its producer's trace
 	lease := c.Keep(work, cl, keep)
 	defer lease.Stop()
-	job := &Job{Task: &lease.Claim().Task, Lease: &lease.Claim().Lease, PreviousCheckpoint: lease.Claim().PreviousCheckpoint, keeper: lease}
+	kept := lease.Claim()
+	job := &Job{Task: &kept.Task, Lease: &kept.Lease, PreviousCheckpoint: kept.PreviousCheckpoint, GateAnswers: kept.GateAnswers, keeper: lease}
 	result, err := call(lease.Context(), handler, job, log)
 	// Submits and releases are not cut short by the drain.
 	ctx := context.WithoutCancel(work)
+	var gate *GateError
+	gated := errors.As(err, &gate)
 	switch cause := context.Cause(lease.Context()); {
 	case errors.Is(cause, ErrCancelRequested):
 		log.Info("tessera: task canceled; nothing to submit")
 		return
-	case errors.Is(cause, ErrDrained) && err != nil:
+	// Gates are the handler's finished answer, as a result is: they are
+	// opened after the drain ran out too.
+	case errors.Is(cause, ErrDrained) && err != nil && !gated:
 		if _, err := lease.Release(ctx); err != nil {
 			log.Warn("tessera: release failed; the lease will lapse", "err", err)
 			return
@@ -244,6 +268,11 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 	case cause != nil && !errors.Is(cause, ErrDrained):
 		log.Warn("tessera: lease lost; nothing submitted", "err", cause)
 		return
+	}
+	if gated {
+		if err = park(ctx, lease, gate, log); err == nil {
+			return
+		}
 	}
 	req := SubmitRequest{Outcome: OutcomeSucceeded, Result: result}
 	if err != nil {
@@ -267,6 +296,22 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 	default:
 		log.Info("tessera: task submitted", "outcome", req.Outcome, "state", task.State)
 	}
+}
+
+// park opens a handler's gates. It returns the error to fail the run with
+// when they were refused: a run that meant to wait for a person must not
+// pass for done, nor hold its task until the lease lapses.
+func park(ctx context.Context, lease *Keeper, gate *GateError, log *slog.Logger) error {
+	task, err := lease.OpenGates(ctx, GateRequest{Gates: gate.Gates})
+	switch {
+	case err == nil:
+		log.Info("tessera: task parked on gates", "gates", gate.keys(), "state", task.State)
+		return nil
+	case IsLeaseLost(err):
+		log.Info("tessera: gates too late: the lease is over", "gates", gate.keys())
+		return nil
+	}
+	return fmt.Errorf("open gates %s: %w", strings.Join(gate.keys(), ", "), err)
 }
 
 // call runs the handler, turning a panic into a failure.
@@ -298,6 +343,25 @@ func (e *CooldownError) Unwrap() error { return e.Err }
 
 func (e *CooldownError) seconds() int {
 	return min(int((e.After+time.Second-1)/time.Second), MaxCooldownSeconds)
+}
+
+// GateError is a handler's return that parks its task on Gates instead of
+// submitting (Work). Made by Job.Gate; a handler may also return one,
+// wrapped or not, from deep in its code.
+type GateError struct {
+	Gates []GateSpec
+}
+
+func (e *GateError) Error() string {
+	return "client: the task waits on gates " + strings.Join(e.keys(), ", ")
+}
+
+func (e *GateError) keys() []string {
+	keys := make([]string, len(e.Gates))
+	for i, g := range e.Gates {
+		keys[i] = g.Key
+	}
+	return keys
 }
 
 // MaxCooldownSeconds bounds a cooldown (the API's bound).

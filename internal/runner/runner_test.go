@@ -355,3 +355,73 @@ func TestRunnerClaimsWithCapabilities(t *testing.T) {
 	}
 	h.noneLeased()
 }
+
+// A command that writes gate lines on fd 3 and exits 0 parks its task on
+// them with its last checkpoint: its stdout is no result, and no attempt
+// is used. Once they are answered, the next run finds the answers in
+// TESSERA_GATE_ANSWERS_FILE (unset before: the first run had none)
+// beside the checkpoint, and its stdout is the result.
+func TestACommandOpensGatesOnFD3(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 1)
+	script := `if [ -z "${TESSERA_GATE_ANSWERS_FILE+set}" ]; then
+	echo '{"checkpoint":{"built":1}}' >&3
+	echo '{"gate":{"key":"where","message":"Deploy where?","schema":{"type":"object","properties":{"region":{"type":"string","enum":["eu","us"]}}}}}' >&3
+	echo '{"gates":[{"key":"ship","message":"Ship it?"}]}' >&3
+	echo '"not the result"'
+	exit 0
+fi
+printf '{"answers":%s,"checkpoint":%s}\n' "$(cat "$TESSERA_GATE_ANSWERS_FILE")" "$(cat "$TESSERA_CHECKPOINT_FILE")"`
+	h.run(1, script, nil)
+	got := h.task(task.ID)
+	if got.State != client.StateGated || got.Attempts != 0 || len(got.Result) != 0 || got.Runs[0].Outcome != "gated" {
+		t.Fatalf("after the first run: task %s, attempts %d, result %s, runs %+v", got.State, got.Attempts, got.Result, got.Runs)
+	}
+	kinds := map[string]string{}
+	for _, g := range got.Gates {
+		kinds[g.Key] = g.Kind
+	}
+	if len(got.Gates) != 2 || kinds["where"] != client.GateForm || kinds["ship"] != client.GateApproval {
+		t.Fatalf("gates: %+v", got.Gates)
+	}
+	ctx := context.Background()
+	if _, err := h.c.AnswerGate(ctx, task.ID, "where", client.GateAnswerRequest{Action: client.GateAccept, Content: map[string]string{"region": "eu"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.AnswerGate(ctx, task.ID, "ship", client.GateAnswerRequest{Action: client.GateDecline}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.run(1, script, nil)
+	got = h.task(task.ID)
+	var res struct {
+		Answers    map[string]client.GateAnswer `json:"answers"`
+		Checkpoint json.RawMessage              `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(got.Result, &res); err != nil || got.State != client.StateSucceeded || got.Attempts != 1 {
+		t.Fatalf("after the second run: task %s, attempts %d, result %s (error %q)", got.State, got.Attempts, got.Result, got.Error)
+	}
+	me, err := h.c.Me(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	where, ship := res.Answers["where"], res.Answers["ship"]
+	if len(res.Answers) != 2 || where.Action != client.GateAccept || string(where.Content) != `{"region":"eu"}` || where.AnsweredBy != me.Principal.ID ||
+		where.At.IsZero() || ship.Action != client.GateDecline || ship.Content != nil || string(res.Checkpoint) != `{"built":1}` {
+		t.Fatalf("the second run read %s", got.Result)
+	}
+	h.noneLeased()
+}
+
+// A gate line whose gate is not one fails the run, though the command
+// exited 0: it meant to wait for a person, and its stdout is not a result.
+func TestAGateLineThatIsNoGateFailsTheRun(t *testing.T) {
+	h := newHarness(t)
+	task := h.enqueue(nil, 1)
+	h.run(1, `echo '{"gate":"where"}' >&3; echo '"done"'`, nil)
+	got := h.task(task.ID)
+	if got.State != client.StateDead || len(got.Result) != 0 || !strings.Contains(got.Error, `fd 3: "gate" is not a gate`) {
+		t.Fatalf("task %s, result %s, error %q", got.State, got.Result, got.Error)
+	}
+	h.noneLeased()
+}

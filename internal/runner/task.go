@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +36,10 @@ const (
 	// progress and checkpoint.
 	maxProgress   = 4 << 10
 	maxCheckpoint = 64 << 10
+	// maxFD3Line bounds a line on fd 3: room for a checkpoint, or for the
+	// most gates a task may have (16) each at the API's bounds (a 16 KiB
+	// schema, a 2 KiB message, a 2 KiB URL).
+	maxFD3Line = 512 << 10
 )
 
 // runCommand runs the command for one claimed task and returns what came
@@ -68,6 +71,15 @@ func runCommand(ctx context.Context, cfg Config, job *client.Job) (any, error) {
 		}
 		return nil, err
 	}
+	gates, err := ch.gates()
+	if err != nil {
+		log.Info("command's gates not opened", "err", err)
+		return nil, fmt.Errorf("tessera work: %w", err)
+	}
+	if len(gates) > 0 {
+		// The stdout of a run that waits for a person is no result.
+		return job.Gate(gates...)
+	}
 	// The command has finished: its output is kept even if the drain runs
 	// out meanwhile.
 	res, err := result(context.WithoutCancel(ctx), cfg.Client, ch.stdout, job.Lease.Token)
@@ -84,16 +96,17 @@ type child struct {
 	stdout *os.File
 	stderr *tailBuffer
 	exited chan error
-	// checkpoint is the file holding the previous attempt's checkpoint.
-	checkpoint string
+	// files are what the command is given to read (the previous
+	// checkpoint, the gates' answers), removed when it ends.
+	files []string
+	// fd3 is read by readFD3 until fd3Read is closed; then fd3Gates and
+	// fd3Err are what its lines asked for.
+	fd3      *os.File
+	fd3Read  chan struct{}
+	fd3Gates []client.GateSpec
+	fd3Err   error
 }
 
-// start starts the command in its own process group, with the payload on
-// stdin, stdout to a temporary file, stderr kept (its tail) and copied,
-// file descriptor 3 read for progress and checkpoint lines, and the
-// previous attempt's checkpoint, when it left one, in a file its
-// environment names (TESSERA_CHECKPOINT_FILE), and the task's trace
-// context, when it has one, as TRACEPARENT and TRACESTATE.
 // environ is the runner's environment without a trace context of its
 // own: a command continues its task's trace, or none.
 func environ() []string {
@@ -106,12 +119,20 @@ func environ() []string {
 	return env
 }
 
+// start starts the command in its own process group, with the payload on
+// stdin, stdout to a temporary file, stderr kept (its tail) and copied,
+// file descriptor 3 read for progress, checkpoint and gate lines; the
+// previous attempt's checkpoint, when it left one, and the answers of the
+// task's gates, when it had any, in files its environment names
+// (TESSERA_CHECKPOINT_FILE, TESSERA_GATE_ANSWERS_FILE); and the task's
+// trace context, when it has one, as TRACEPARENT and TRACESTATE.
 func start(cfg Config, job *client.Job) (*child, error) {
 	out, err := os.CreateTemp("", "tessera-work-stdout-")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(out.Name()) // the open file is all that is needed
+	ch := &child{stdout: out, stderr: &tailBuffer{max: stderrTail}, exited: make(chan error, 1), fd3Read: make(chan struct{})}
 	env := append(append(environ(), cfg.Env...),
 		"TESSERA_TASK_ID="+job.Task.ID,
 		"TESSERA_RUN_ID="+job.Lease.RunID,
@@ -125,18 +146,25 @@ func start(cfg Config, job *client.Job) (*child, error) {
 		// command's spans continue the producer's trace.
 		env = append(env, "TRACEPARENT="+t.Traceparent, "TRACESTATE="+t.Tracestate)
 	}
-	var checkpoint string
 	if c := job.PreviousCheckpoint; c != nil {
-		if checkpoint, err = writeCheckpoint(c.Value); err != nil {
-			out.Close()
+		name, err := ch.writeFile("checkpoint", c.Value)
+		if err != nil {
+			ch.cleanup()
 			return nil, err
 		}
-		env = append(env, "TESSERA_CHECKPOINT_FILE="+checkpoint, "TESSERA_CHECKPOINT_ATTEMPT="+strconv.Itoa(c.Attempt))
+		env = append(env, "TESSERA_CHECKPOINT_FILE="+name, "TESSERA_CHECKPOINT_ATTEMPT="+strconv.Itoa(c.Attempt))
+	}
+	if job.GateAnswers != nil {
+		name, err := ch.writeFile("gate-answers", job.GateAnswers)
+		if err != nil {
+			ch.cleanup()
+			return nil, err
+		}
+		env = append(env, "TESSERA_GATE_ANSWERS_FILE="+name)
 	}
 	progressR, progressW, err := os.Pipe()
 	if err != nil {
-		out.Close()
-		os.Remove(checkpoint)
+		ch.cleanup()
 		return nil, err
 	}
 	payload := []byte(job.Task.Payload)
@@ -144,9 +172,9 @@ func start(cfg Config, job *client.Job) (*child, error) {
 		payload = []byte("null")
 	}
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+	ch.cmd = cmd
 	cmd.Stdin = bytes.NewReader(append(payload, '\n'))
 	cmd.Stdout = out
-	ch := &child{cmd: cmd, stdout: out, checkpoint: checkpoint, stderr: &tailBuffer{max: stderrTail}, exited: make(chan error, 1)}
 	cmd.Stderr = io.MultiWriter(ch.stderr, cfg.Stderr)
 	cmd.ExtraFiles = []*os.File{progressW}
 	cmd.Env = env
@@ -160,7 +188,11 @@ func start(cfg Config, job *client.Job) (*child, error) {
 		ch.cleanup()
 		return nil, err
 	}
-	go readProgress(progressR, job)
+	ch.fd3 = progressR
+	go func() {
+		defer close(ch.fd3Read)
+		ch.fd3Gates, ch.fd3Err = readFD3(progressR, job)
+	}()
 	go func() { ch.exited <- cmd.Wait() }()
 	return ch, nil
 }
@@ -184,40 +216,57 @@ func (ch *child) stop(grace time.Duration) {
 
 func (ch *child) cleanup() {
 	ch.stdout.Close()
-	if ch.checkpoint != "" {
-		os.Remove(ch.checkpoint)
+	for _, name := range ch.files {
+		os.Remove(name)
 	}
 }
 
-// writeCheckpoint puts a checkpoint's JSON in a file of its own for the
-// command to read.
-func writeCheckpoint(v json.RawMessage) (string, error) {
-	f, err := os.CreateTemp("", "tessera-work-checkpoint-")
+// writeFile puts v's JSON in a file of its own for the command to read,
+// removed by cleanup.
+func (ch *child) writeFile(what string, v any) (string, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(slices.Concat(v, []byte("\n")))
+	f, err := os.CreateTemp("", "tessera-work-"+what+"-")
+	if err != nil {
+		return "", err
+	}
+	ch.files = append(ch.files, f.Name())
+	_, err = f.Write(append(b, '\n'))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
+	return f.Name(), err
 }
 
-// readProgress turns {"progress": …} lines on fd 3 into heartbeat
-// progress and {"checkpoint": …} lines into checkpoints sent with the next
-// heartbeat (one line may carry both); other lines are ignored.
-func readProgress(r *os.File, job *client.Job) {
+// gates are the gates the exited command's fd 3 lines opened. Its lines
+// are read to their end first, since the last may still be in the pipe;
+// something the command left running that holds fd 3 open is given as
+// long as it is on stderr (WaitDelay) before the reading stops.
+func (ch *child) gates() ([]client.GateSpec, error) {
+	_ = ch.fd3.SetReadDeadline(time.Now().Add(ch.cmd.WaitDelay))
+	<-ch.fd3Read
+	return ch.fd3Gates, ch.fd3Err
+}
+
+// readFD3 turns {"progress": …} lines on fd 3 into heartbeat progress,
+// {"checkpoint": …} lines into checkpoints sent with the next heartbeat,
+// and returns the gates {"gate": {…}} and {"gates": [{…}, …]} lines
+// opened, in their order (one line may carry several of these); other
+// lines are ignored. A gate that does not decode is an error, not a line
+// to ignore: the command meant to wait for a person, and its stdout must
+// not pass for its result.
+func readFD3(r *os.File, job *client.Job) (gates []client.GateSpec, err error) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 2*maxCheckpoint)
+	sc.Buffer(make([]byte, 0, 4096), maxFD3Line)
 	for sc.Scan() {
 		var line struct {
 			Progress   json.RawMessage `json:"progress"`
 			Checkpoint json.RawMessage `json:"checkpoint"`
+			Gate       json.RawMessage `json:"gate"`
+			Gates      json.RawMessage `json:"gates"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
@@ -228,8 +277,34 @@ func readProgress(r *os.File, job *client.Job) {
 		if n := len(line.Checkpoint); n > 0 && n <= maxCheckpoint {
 			job.Checkpoint(line.Checkpoint)
 		}
+		more, lerr := lineGates(line.Gate, line.Gates)
+		if err == nil {
+			err = lerr
+		}
+		gates = append(gates, more...)
 	}
 	_, _ = io.Copy(io.Discard, r) // a line too long ends the scan; keep the writer from blocking
+	return gates, err
+}
+
+// lineGates are the gates of one fd 3 line: its "gate", then its "gates".
+func lineGates(gate, list json.RawMessage) ([]client.GateSpec, error) {
+	var out []client.GateSpec
+	if gate != nil {
+		var g client.GateSpec
+		if err := json.Unmarshal(gate, &g); err != nil {
+			return nil, fmt.Errorf(`fd 3: "gate" is not a gate: %w`, err)
+		}
+		out = append(out, g)
+	}
+	if list != nil {
+		var gs []client.GateSpec
+		if err := json.Unmarshal(list, &gs); err != nil {
+			return nil, fmt.Errorf(`fd 3: "gates" is not a list of gates: %w`, err)
+		}
+		out = append(out, gs...)
+	}
+	return out, nil
 }
 
 // result is what a command's stdout becomes: the stdout itself when it is

@@ -11,7 +11,7 @@
 "use strict";
 (() => {
   const KEY = "tessera.key";
-  const STATES = ["waiting", "ready", "scheduled", "leased", "paused", "succeeded", "dead", "canceled"];
+  const STATES = ["waiting", "gated", "ready", "scheduled", "leased", "paused", "succeeded", "dead", "canceled"];
   const app = document.getElementById("app");
 
   // ---- DOM ----------------------------------------------------------
@@ -55,6 +55,12 @@
     }
     frag.append(document.createTextNode(s.slice(last)));
     return frag;
+  }
+
+  // plain is s as one string with its bidi controls written as escapes,
+  // for where only text may go (an <option>).
+  function plain(s) {
+    return String(s ?? "").replace(BIDI, (c) => "\\u" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"));
   }
 
   // isolated is free text (a title) set apart from what surrounds it.
@@ -635,7 +641,9 @@
       const tasksOf = (state) => "#/ns/" + encodeURIComponent(ns) + "/tasks" + query({queue: q.queue, state});
       const count = (state) => {
         const n = q.counts[state] || 0;
-        return el("td", {class: "num" + (n ? "" : " zero")}, n ? el("a", {href: tasksOf(state)}, String(n)) : "0");
+        // A gated task waits on a person, not a worker: its count stands out.
+        return el("td", {class: "num" + (n ? (state === "gated" ? " attention" : "") : " zero"), "data-count": state},
+          n ? el("a", {href: tasksOf(state)}, String(n)) : "0");
       };
       const total = q.throughput.reduce((n, m) => n + m.succeeded + m.failed + m.dead, 0);
       return el("tr", {"data-queue": q.queue},
@@ -840,6 +848,9 @@
     // A waiting task moves when a parent finishes, which is the parent's
     // event: the page follows its parents' events too.
     let follows = new Set([id]);
+    // The answer forms of open gates, kept across the page's reloads so
+    // an event about the task does not wipe what the operator typed.
+    const forms = new Map();
     const load = async (by) => {
       const [task, trail] = await Promise.all([
         api("GET", nsPath(ns, "/v1/tasks/" + encodeURIComponent(id))),
@@ -851,7 +862,7 @@
         // comes (the stream is down), the page reads the task again.
         clearTimeout(fallback);
         fallback = later(() => load("read").catch(() => {}), 4000);
-      }));
+      }, {forms, answered: () => load("answer").catch(() => {})}));
       const badge = box.querySelector("#task-state");
       if (badge) badge.dataset.updatedBy = by;
     };
@@ -877,6 +888,12 @@
         return ["waiting to be claimed since ", when(t.run_at)];
       case "leased":
         return t.lease ? ["leased by ", who(t.lease.holder), "; the lease expires ", when(t.lease.expires_at), t.cancel_requested ? " — cancel requested: the holder is told at its next heartbeat" : ""] : ["leased"];
+      case "gated": {
+        const open = (t.gates || []).filter((g) => !g.answer);
+        const due = open.map((g) => g.timeout_at).filter(Boolean).sort((x, y) => Date.parse(x) - Date.parse(y))[0];
+        return ["waiting for a person to answer ", String(open.length), open.length === 1 ? " gate" : " gates",
+          " (below); no worker can claim it until then", due ? ["; the first times out ", when(due)] : ""];
+      }
       case "paused":
         return ["paused: not claimed until resumed"];
       case "dead":
@@ -889,7 +906,7 @@
     return [t.state];
   }
 
-  function taskPage(ns, t, trail, changed) {
+  function taskPage(ns, t, trail, changed, gating) {
     const act = can("enqueue", ns);
     const change = (verb, label, cls) => el("button", {type: "button", class: cls, "data-action": verb, onclick: async (e) => {
       e.target.disabled = true;
@@ -909,6 +926,9 @@
       if (t.state === "paused") actions.push(change("resume", "Resume", "quiet"));
       if (!["succeeded", "dead", "canceled"].includes(t.state) && !t.cancel_requested) actions.push(change("cancel", "Cancel", "danger"));
     }
+    // Gates that wait for an answer come first; answered ones are history.
+    const gates = (t.gates || []).length ? gatesSection(ns, t, gating) : null;
+    const waits = t.state === "gated" && (t.gates || []).some((g) => !g.answer);
     const records = trail.events.filter((e) => e.kind === "record.written");
     const blobs = trail.events.filter((e) => e.kind === "blob.stored");
     return el("div", {},
@@ -916,6 +936,7 @@
       el("h1", {}, isolated(t.title, "title"), " ", el("span", {id: "task-state", class: "state s-" + t.state, "data-state": t.state}, t.state)),
       actions.length ? el("div", {class: "actions"}, actions) : null,
       t.error ? el("div", {class: "alert", id: "task-error"}, el("strong", {}, "Last error: "), text(t.error)) : null,
+      waits ? gates : null,
       el("div", {class: "grid"},
         el("div", {class: "card"}, el("dl", {class: "facts"},
           el("dt", {}, "id"), el("dd", {}, el("code", {}, t.id)),
@@ -936,6 +957,7 @@
           t.progress ? [el("strong", {}, "Progress"), el("pre", {}, text(pretty(t.progress)))] : null,
           t.checkpoint ? [el("strong", {}, "Checkpoint (attempt " + t.checkpoint.attempt + ", ", when(t.checkpoint.at), ")"),
             el("pre", {id: "task-checkpoint"}, text(pretty(t.checkpoint.value)))] : null)),
+      waits ? null : gates,
       el("h2", {}, "Runs"),
       (t.runs || []).length ? el("div", {class: "scroll"}, el("table", {},
         el("thead", {}, el("tr", {}, ["run", "attempt", "holder", "started", "ended", "outcome", "error"].map((h) => el("th", {}, h)))),
@@ -952,6 +974,177 @@
       el("div", {class: "card"}, el("ol", {class: "feed", id: "trail"}, trail.events.map((e) => trailItem(e)),
         (trail.notes || []).map((n) => el("li", {}, at(n.time),
           el("span", {class: "kind"}, n.kind), text(n.body || ""))))));
+  }
+
+  // ---- gates ----------------------------------------------------------
+
+  const ANSWERED = {accept: "accepted", decline: "declined", cancel: "canceled", timeout: "timed out"};
+
+  // gatesSection shows a task's gates, open and answered; an open gate of
+  // a gated task gets its answer form, for a key that may enqueue.
+  function gatesSection(ns, t, gating) {
+    const open = new Set(t.gates.filter((g) => !g.answer).map((g) => g.key));
+    for (const k of [...gating.forms.keys()]) if (!open.has(k)) gating.forms.delete(k);
+    return el("section", {id: "task-gates"},
+      el("h2", {}, "Gates"),
+      el("p", {class: "meta"}, t.state === "gated" ? "Questions the task waits on; it is ready once each is answered." :
+        "Questions the task waited on, and their answers."),
+      t.gates.map((g) => gateCard(ns, t, g, gating)));
+  }
+
+  function gateCard(ns, t, g, gating) {
+    const a = g.answer;
+    const timeout = g.timeout_at ? [when(g.timeout_at), g.on_timeout === "continue" ? " — then the task runs on without the answer" :
+      " — then the task fails"] : "never";
+    let answering = null;
+    if (!a && t.state === "gated") {
+      if (!can("enqueue", ns)) answering = el("p", {class: "meta"}, "Answering needs a key that may enqueue.");
+      else {
+        if (!gating.forms.has(g.key)) gating.forms.set(g.key, gateForm(ns, t, g, gating.answered));
+        answering = gating.forms.get(g.key);
+      }
+    } else if (!a) {
+      answering = el("p", {class: "meta"}, "Not answered; the task is " + t.state + ", so it no longer waits for one.");
+    }
+    return el("div", {class: "card gate" + (a ? "" : " open"), "data-gate": g.key, "data-kind": g.kind},
+      el("div", {class: "gate-head"},
+        el("p", {class: "gate-message"}, text(g.message)),
+        el("span", {class: "badge"}, g.kind), el("code", {class: "meta", title: "the gate's key"}, text(g.key))),
+      el("dl", {class: "facts"},
+        el("dt", {}, "opened"), el("dd", {}, when(g.opened_at), g.run_id ? [", by run ", short(g.run_id)] : ", when the task was made"),
+        a ? null : [el("dt", {}, "times out"), el("dd", {}, timeout)],
+        g.kind === "url" ? [el("dt", {}, "link"), el("dd", {}, gateLink(g.url))] : null,
+        el("dt", {}, "answer"), el("dd", {class: "gate-answer", "data-action": a ? a.action : null}, a ?
+          [el("span", {class: "answer a-" + a.action}, ANSWERED[a.action] || a.action), " ", when(a.at),
+            a.answered_by ? [" by ", who(a.answered_by)] : ""] : el("span", {class: "meta"}, "none yet"))),
+      a && a.content !== undefined && a.content !== null ? el("pre", {class: "gate-content"}, text(pretty(a.content))) : null,
+      answering);
+  }
+
+  // gateLink is a url gate's link: opened apart from the console, with no
+  // handle back to it. The server stores http(s) URLs alone; anything
+  // else shows as text.
+  function gateLink(url) {
+    if (!/^https?:\/\//i.test(url || "")) return el("code", {}, text(url));
+    return el("a", {class: "gate-url", href: url, target: "_blank", rel: "noopener noreferrer"}, text(url));
+  }
+
+  // gateForm answers an open gate. The server is the one judge of an
+  // answer (the form has novalidate): its error, which names the field,
+  // shows by the form, and that field is marked.
+  function gateForm(ns, t, g, answered) {
+    const fields = g.kind === "form" ? schemaFields(g.schema || {}) : [];
+    const problem = el("div", {class: "gate-error-slot"});
+    const buttons = [];
+    const send = async (action) => {
+      problem.replaceChildren();
+      fields.forEach((f) => f.mark(false));
+      const body = {action};
+      if (action === "accept" && g.kind === "form") {
+        body.content = {};
+        for (const f of fields) {
+          const v = f.value();
+          if (v !== undefined) body.content[f.name] = v;
+        }
+      }
+      buttons.forEach((b) => (b.disabled = true));
+      try {
+        await api("POST", nsPath(ns, "/v1/tasks/" + encodeURIComponent(t.id) + "/gates/" + encodeURIComponent(g.key)), body);
+        say("notice", "Gate “" + g.key + "” answered: " + (ANSWERED[action] || action) + ".");
+        answered();
+      } catch (err) {
+        problem.replaceChildren(el("div", {class: "alert gate-error", role: "alert"}, text(err.message)));
+        const named = /^field "([^"]+)"/.exec(err.message || "");
+        const bad = named && fields.find((f) => f.name === named[1]);
+        if (bad) bad.mark(true);
+        buttons.forEach((b) => (b.disabled = false));
+      }
+    };
+    const button = (action, label, cls, title) => {
+      const b = el("button", {type: action === "accept" ? "submit" : "button", class: cls, "data-answer": action, title,
+        onclick: action === "accept" ? null : () => send(action)}, label);
+      buttons.push(b);
+      return b;
+    };
+    const choices = [button("accept", "Accept", null, "answer accept" + (g.kind === "form" ? " with what the form holds" : "")),
+      button("decline", "Decline", "quiet", "answer decline: the task runs on and its worker decides what that means")];
+    if (g.kind === "form") choices.push(button("cancel", "Cancel", "quiet", "answer cancel: dismiss the question without a choice (the task itself is not canceled)"));
+    return el("form", {class: "gate-form", "data-gate": g.key, novalidate: true, onsubmit: (e) => {
+      e.preventDefault();
+      send("accept");
+    }},
+    fields.length ? el("div", {class: "gate-fields"}, fields.map((f) => f.node)) : null,
+    fields.some((f) => f.required) ? el("p", {class: "meta"}, el("span", {class: "req"}, "*"), " required") : null,
+    g.kind === "url" ? el("p", {class: "meta"}, "Follow the link, do what it asks there, then accept; decline if you will not.") : null,
+    problem,
+    el("div", {class: "actions"}, choices));
+  }
+
+  // schemaFields makes the inputs of a form schema (the MCP elicitation
+  // subset: a flat object of string, number, integer, boolean and
+  // multi-select fields), in the schema's order. Each is {name, required,
+  // node, value(), mark(bad)}; value() is undefined for a field left
+  // empty, so the server says which required one is missing.
+  function schemaFields(schema) {
+    const required = new Set(schema.required || []);
+    return Object.entries(schema.properties || {}).map(([name, f]) => schemaField(name, f || {}, required.has(name)));
+  }
+
+  function schemaField(name, f, required) {
+    const label = el("span", {class: "field-name"}, text(f.title || name), required ? el("span", {class: "req", title: "required"}, " *") : null);
+    const help = f.description ? el("span", {class: "field-help"}, text(f.description)) : null;
+    const attrs = {name, required, "aria-required": required ? "true" : null};
+    let input, value, node;
+    const options = (list, names, anyOf) => list ? list.map((v, i) => ({value: v, title: names && names[i] !== undefined ? names[i] : v})) :
+      (anyOf || []).map((o) => ({value: o.const, title: o.title || o.const}));
+    if (f.type === "boolean") {
+      input = el("input", Object.assign({type: "checkbox", checked: f.default === true}, attrs));
+      value = () => input.checked;
+      node = el("label", {class: "field check"}, input, label, help);
+    } else if (f.type === "array") {
+      const items = f.items || {};
+      const picked = new Set(Array.isArray(f.default) ? f.default : []);
+      const boxes = options(items.enum, items.enumNames, items.anyOf).map((o) =>
+        el("label", {class: "check"}, el("input", {type: "checkbox", name, value: o.value, checked: picked.has(o.value)}), text(o.title)));
+      const span = f.minItems || f.maxItems ? el("span", {class: "field-help"}, "choose " +
+        (f.minItems && f.maxItems ? f.minItems + " to " + f.maxItems : f.minItems ? "at least " + f.minItems : "at most " + f.maxItems)) : null;
+      input = el("fieldset", {class: "multi", "aria-required": required ? "true" : null}, el("legend", {}, label), help, span, boxes);
+      value = () => boxes.map((b) => b.firstChild).filter((b) => b.checked).map((b) => b.value);
+      node = el("div", {class: "field"}, input);
+    } else if (f.type === "string" && (f.enum || f.oneOf)) {
+      const opts = options(f.enum, f.enumNames, f.oneOf);
+      input = el("select", attrs,
+        el("option", {value: "", selected: f.default === undefined}, required ? "choose…" : "—"),
+        opts.map((o) => el("option", {value: o.value, selected: o.value === f.default}, plain(o.title))));
+      value = () => (input.value === "" ? undefined : input.value);
+      node = el("label", {class: "field"}, label, input, help);
+    } else if (f.type === "number" || f.type === "integer") {
+      input = el("input", Object.assign({type: "number", min: f.minimum, max: f.maximum, step: f.type === "integer" ? 1 : "any",
+        value: typeof f.default === "number" ? f.default : null, inputmode: f.type === "integer" ? "numeric" : "decimal"}, attrs));
+      value = () => (input.value.trim() === "" ? undefined : Number(input.value));
+      const range = f.minimum !== undefined || f.maximum !== undefined ? el("span", {class: "field-help"},
+        f.type === "integer" ? "a whole number" : "a number", f.minimum !== undefined ? ", at least " + f.minimum : "",
+        f.maximum !== undefined ? ", at most " + f.maximum : "") : null;
+      node = el("label", {class: "field"}, label, input, help, range);
+    } else {
+      const type = {email: "email", uri: "url", date: "date", "date-time": "datetime-local"}[f.format] || "text";
+      input = el("input", Object.assign({type, minlength: f.minLength, maxlength: f.maxLength, spellcheck: type === "text" ? null : "false",
+        value: typeof f.default === "string" && type !== "datetime-local" ? f.default : null}, attrs));
+      // A date-time is RFC 3339 on the wire: the browser's local time,
+      // written in UTC.
+      value = () => {
+        const v = input.value;
+        if (v === "") return undefined;
+        if (type !== "datetime-local") return v;
+        const d = new Date(v);
+        return isNaN(d) ? v : d.toISOString().replace(/\.\d{3}Z$/, "Z");
+      };
+      node = el("label", {class: "field"}, label, input, help, type === "datetime-local" ? el("span", {class: "field-help"}, "your local time") : null);
+    }
+    return {name, required, node, value, mark(bad) {
+      node.classList.toggle("invalid", bad);
+      input.setAttribute("aria-invalid", bad ? "true" : "false");
+    }};
   }
 
   function trailItem(e) {

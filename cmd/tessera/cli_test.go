@@ -116,7 +116,7 @@ func TestCommandsPrintTablesAndJSON(t *testing.T) {
 	if out, _ := cli(t, srv.URL, k, "", "tasks", "list", "--label", "a"); !strings.Contains(out, task.ID) || !strings.Contains(out, "summarize") {
 		t.Fatalf("tasks list:\n%s", out)
 	}
-	if out, _ := cli(t, srv.URL, k, "", "counts"); !strings.Contains(out, "default  0        0          1") {
+	if out, _ := cli(t, srv.URL, k, "", "counts"); !strings.Contains(out, "default  0        0      0          1") {
 		t.Fatalf("counts:\n%s", out)
 	}
 	if out, _ := cli(t, srv.URL, k, "", "tasks", "pause", task.ID); out != task.ID+"  paused\n" {
@@ -141,7 +141,7 @@ func TestCommandsPrintTablesAndJSON(t *testing.T) {
 	if out, _ := cli(t, srv.URL, k, "", "tasks", "enqueue", "--title", "elsewhere", "-n", "build-farm", "-q"); len(strings.TrimSpace(out)) != 26 {
 		t.Fatalf("enqueue in another namespace: %q", out)
 	}
-	if out, _ := cli(t, srv.URL, k, "", "counts", "--namespace", "build-farm"); !strings.Contains(out, "default  0        0          1") {
+	if out, _ := cli(t, srv.URL, k, "", "counts", "--namespace", "build-farm"); !strings.Contains(out, "default  0        0      0          1") {
 		t.Fatalf("counts in build-farm:\n%s", out)
 	}
 }
@@ -188,7 +188,7 @@ func TestMistakesAreToldWithWhatToDo(t *testing.T) {
 		t.Fatalf("no key: %v (exit %d)", err, exitCode(err))
 	}
 	_, _, err = cliRun(t, srv.URL, testserver.AdminKey, "", "tasks", "list", "--state", "runing")
-	if exitCode(err) != exitUsage || err.Error() != `--state "runing": want one of waiting, scheduled, ready, leased, paused, succeeded, dead, canceled` {
+	if exitCode(err) != exitUsage || err.Error() != `--state "runing": want one of waiting, gated, scheduled, ready, leased, paused, succeeded, dead, canceled` {
 		t.Fatalf("a bad --state: %v (exit %d)", err, exitCode(err))
 	}
 	_, _, err = cliRun(t, "http://127.0.0.1:1", testserver.AdminKey, "", "counts")

@@ -28,7 +28,7 @@ server:
 
 client (--url/TESSERA_URL, --key/TESSERA_KEY, -n/TESSERA_NAMESPACE, --json,
 before or after the command):
-  tasks enqueue|list|get|graph|cancel|pause|resume|retry
+  tasks enqueue|list|get|graph|answer|cancel|pause|resume|retry
   counts             tasks by queue and state
   queues fleet|settings|group  a queue's fleet view, its settings, a group's
   records put|get|list

@@ -24,7 +24,8 @@ func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tessera tail [--queue Q] [--task ID] [--after ID] [--count N] [--json]\n\n"+
 			"Follows the namespace's events as they happen (GET /v1/events): tasks enqueued, claimed,\n"+
-			"heartbeats, succeeded, failed, dead, canceled; queues paused and resumed; records written.\n"+
+			"heartbeats, gated, gates answered and timed out, succeeded, failed, dead, canceled; queues\n"+
+			"paused and resumed; records written.\n"+
 			"A broken connection is resumed where it left off. --json prints each event as a JSON line.")
 		printFlags(fs)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -61,6 +63,7 @@ func tasksCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		"resume":  change("resume", (*client.Client).ResumeTask, nil),
 		"retry":   change("retry", (*client.Client).RetryTask, (*client.Client).RetryWithDependents),
 		"graph":   func(args []string) error { return tasksGraph(ctx, args, stdout, stderr) },
+		"answer":  func(args []string) error { return tasksAnswer(ctx, args, stdout, stderr) },
 	}, stderr)
 }
 
@@ -259,12 +262,70 @@ func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if cp := t.Checkpoint; cp != nil {
 			fmt.Fprintf(w, "checkpoint\t%s (attempt %d, %s)\n", oneLine(string(cp.Value), 200), cp.Attempt, cp.At.Format(time.RFC3339))
 		}
+		for _, g := range t.Gates {
+			fmt.Fprintf(w, "gate %s\t%s %s: %s\n", g.Key, g.Kind, gateStatus(g), strconv.QuoteToGraphic(g.Message))
+		}
 		if len(t.Runs) > 0 {
 			fmt.Fprintln(w, "\nRUN\tATTEMPT\tHOLDER\tSTARTED\tOUTCOME")
 			for _, r := range t.Runs {
 				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", r.ID, r.Attempt, r.Holder, r.StartedAt.Format(time.DateTime), orDash(r.Outcome))
 			}
 		}
+	})
+}
+
+// gateStatus says whether a gate is answered, how and by whom, or when
+// it times out.
+func gateStatus(g client.Gate) string {
+	switch a := g.Answer; {
+	case a != nil && a.AnsweredBy != "":
+		return fmt.Sprintf("%s by %s at %s", a.Action, a.AnsweredBy, a.At.Format(time.RFC3339))
+	case a != nil:
+		return fmt.Sprintf("%s at %s", a.Action, a.At.Format(time.RFC3339))
+	case g.TimeoutAt != nil:
+		return fmt.Sprintf("open until %s (then %s)", g.TimeoutAt.Format(time.RFC3339), g.OnTimeout)
+	}
+	return "open"
+}
+
+// tasksAnswer is `tessera tasks answer ID KEY`: a person's answer to a
+// gated task's gate, from the terminal.
+func tasksAnswer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tasks answer")
+	cn := connFlags(fs, stdout, stderr)
+	content := fs.String("content", "", "a form gate's answer: a JSON object matching its schema")
+	decline := fs.Bool("decline", false, "decline the gate (an answer: the task's next run decides what it means)")
+	cancel := fs.Bool("cancel", false, "dismiss the gate without a choice")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: tessera tasks answer ID KEY [--content JSON | --decline | --cancel] [--json]\n\n"+
+			"Answers gate KEY of gated task ID (POST /v1/tasks/{id}/gates/{key}): accept, with --content\n"+
+			"for a form gate; --decline or --cancel otherwise. `tessera tasks get ID` shows its gates.")
+		printFlags(fs)
+	}
+	args, c, err := cn.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	req := client.GateAnswerRequest{Action: client.GateAccept}
+	switch {
+	case *decline && *cancel, (*decline || *cancel) && *content != "":
+		return usagef("tasks answer: --content, --decline and --cancel exclude each other")
+	case *decline:
+		req.Action = client.GateDecline
+	case *cancel:
+		req.Action = client.GateCancel
+	case *content != "":
+		if !json.Valid([]byte(*content)) {
+			return usagef("tasks answer: --content is not JSON")
+		}
+		req.Content = json.RawMessage(*content)
+	}
+	t, err := c.AnswerGate(ctx, args[0], args[1], req)
+	if err != nil {
+		return fmt.Errorf("answer %s %s: %w", args[0], args[1], err)
+	}
+	return cn.print(t, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "%s\t%s\n", t.ID, t.State)
 	})
 }
 

@@ -68,8 +68,8 @@ func TestTasksGetShowsLeaseDependencyAndCheckpoint(t *testing.T) {
 	}
 	out, _ = cli(t, srv.URL, k, "", "counts")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "QUEUE WAITING SCHEDULED READY LEASED LAPSED PAUSED SUCCEEDED DEAD CANCELED" ||
-		strings.Join(strings.Fields(lines[1]), " ") != "show 1 0 0 0 1 0 0 0 0" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "QUEUE WAITING GATED SCHEDULED READY LEASED LAPSED PAUSED SUCCEEDED DEAD CANCELED" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "show 1 0 0 0 0 1 0 0 0 0" {
 		t.Fatalf("counts:\n%s", out)
 	}
 	counts, err := c.Counts(ctx)

@@ -260,8 +260,13 @@ func (s *Service) AnswerGate(ctx context.Context, a *auth.Actor, ns, id, key str
 			return err
 		}
 		answer := &tessera.GateAnswer{Action: p.Action, Content: p.Content, AnsweredBy: a.Principal.ID, At: ev.Time}
-		out, err = s.gateAnswered(ctx, tx, task, gates, i, answer, ev.Time)
-		return err
+		if out, err = s.gateAnswered(ctx, tx, task, gates, i, answer, ev.Time); err != nil {
+			return err
+		}
+		// Named here: an answer that leaves other gates open writes no
+		// task for the event to be filled in from.
+		ev.TaskID, ev.Queue, ev.State = out.ID, out.Queue, out.VisibleState(ev.Time)
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -14,8 +14,8 @@ import (
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
 )
 
-// An MCP task handle made on node A is read, worked and cancelled through
-// node B: the handle is the task in the shared store, so no node holds it.
+// An MCP task handle made on node A is read, worked, answered and
+// cancelled through node B: the handle is the task in the shared store, so no node holds it.
 func TestMCPTaskHandleAcrossNodes(t *testing.T) {
 	url := pgtest.Schema(t)
 	nodes := startNodes(t, buildTessera(t), url, 2)
@@ -85,6 +85,39 @@ func TestMCPTaskHandleAcrossNodes(t *testing.T) {
 			break
 		}
 	}
+
+	// A gate opened through node B's worker is input_required on B and
+	// answered there; the worker's next claim, on node A, has the answer.
+	var gated handle
+	_ = json.Unmarshal(call(nodes[0], "tools/call", "run_task", map[string]any{"name": "run_task",
+		"arguments": map[string]any{"title": "gated across", "queue": "across"}}), &gated)
+	var claim nodeLease
+	nodes[1].must(200, "POST", "/v1/claims", crashAdminKey, map[string]any{"queue": "across"}, &claim)
+	nodes[1].must(200, "POST", "/v1/claims/"+claim.Lease.TaskID+"/gate", crashAdminKey, map[string]any{"lease_token": claim.Lease.Token,
+		"key": "approve", "message": "Go ahead?"}, nil)
+	var asked struct {
+		Status        string `json:"status"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+	}
+	_ = json.Unmarshal(call(nodes[1], "tasks/get", gated.TaskID, map[string]any{"taskId": gated.TaskID}), &asked)
+	if asked.Status != "input_required" || len(asked.InputRequests) != 1 || asked.InputRequests["approve"].Method != "elicitation/create" {
+		t.Fatalf("node B reads the gated handle as %+v", asked)
+	}
+	call(nodes[1], "tasks/update", gated.TaskID, map[string]any{"taskId": gated.TaskID,
+		"inputResponses": map[string]any{"approve": map[string]any{"action": "accept"}}})
+	var again struct {
+		nodeLease
+		GateAnswers map[string]struct {
+			Action string `json:"action"`
+		} `json:"gate_answers"`
+	}
+	nodes[0].must(200, "POST", "/v1/claims", crashAdminKey, map[string]any{"queue": "across"}, &again)
+	if again.Lease.TaskID != claim.Lease.TaskID || len(again.GateAnswers) != 1 || again.GateAnswers["approve"].Action != "accept" {
+		t.Fatalf("node A's claim after the answer on B: %+v", again)
+	}
+	nodes[0].must(200, "POST", "/v1/claims/"+again.Lease.TaskID+"/submit", crashAdminKey, map[string]any{"lease_token": again.Lease.Token, "outcome": "succeeded"}, nil)
 
 	var second handle
 	_ = json.Unmarshal(call(nodes[0], "tools/call", "run_task", map[string]any{"name": "run_task",

@@ -55,16 +55,17 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 		if _, err := c.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []struct{ exec, index string }{
-			{`EXECUTE purge(1000, 500)`, "tasks_claim"},
-			{`EXECUTE hold('main', '00000042')`, "tasks_pkey"},
-			{`EXECUTE claim('main', 'q', 0, 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready"},
-			{`EXECUTE lapsed('main', 'q', 30000, 32)`, "tasks_claim"},
-			{`EXECUTE oldest('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0)`, "tasks_ready"},
-			{`EXECUTE scheduled('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0, 30000)`, "tasks_ready"},
-			{`EXECUTE lanes('main', 'q', 'main', 'q')`, "tasks_ready"},
-			{`EXECUTE heads('main', 'q', '{0,1}', 30000)`, "tasks_ready"},
-			{`EXECUTE group_leases('main', 'q', 30000, 'g', 4)`, "tasks_claim"},
+		for _, p := range []struct{ exec, index, seeks string }{
+			{`EXECUTE purge(1000, 500)`, "tasks_claim", ""},
+			{`EXECUTE hold('main', '00000042')`, "tasks_pkey", ""},
+			{`EXECUTE claim('main', 'q', 0, 30000, 30000, 'r', 'p', '\x01', 90000, 60, 'r', 'p', 30000)`, "tasks_ready", ""},
+			{`EXECUTE lapsed('main', 'q', 30000, 32)`, "tasks_claim", ""},
+			{`EXECUTE oldest('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0)`, "tasks_ready", ""},
+			{`EXECUTE scheduled('main', 'q', 0, 'main', 'q', 0, 'main', 'q', 0, 30000)`, "tasks_ready",
+				`"Index Cond": "((namespace = $7) AND (queue = $8) AND (lane = $9) AND (priority = p.prio) AND (run_at > $10))"`},
+			{`EXECUTE lanes('main', 'q', 'main', 'q')`, "tasks_ready", ""},
+			{`EXECUTE heads('main', 'q', '{0,1}', 30000)`, "tasks_ready", ""},
+			{`EXECUTE group_leases('main', 'q', 30000, 'g', 4)`, "tasks_claim", ""},
 		} {
 			var plan string
 			if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+p.exec).Scan(&plan); err != nil {
@@ -72,8 +73,14 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 			}
 			// A sort would mean the planner did not take the index's
 			// order for the statement's: it would read every ready task.
-			if strings.Contains(plan, `"Seq Scan"`) || strings.Contains(plan, `"Node Type": "Sort"`) ||
-				!strings.Contains(plan, `"Index Name": "`+p.index+`"`) {
+			// scheduled's count may sort what a bitmap seek of its range
+			// found (the range is in the index's condition): a wider
+			// tasks row tips its generic plan there.
+			sorts := strings.Contains(plan, `"Node Type": "Sort"`)
+			if sorts && p.seeks != "" {
+				sorts = !strings.Contains(plan, p.seeks)
+			}
+			if strings.Contains(plan, `"Seq Scan"`) || sorts || !strings.Contains(plan, `"Index Name": "`+p.index+`"`) {
 				t.Errorf("%s, %s: want a seek of %s in its order, got %s", mode, p.exec, p.index, plan)
 			}
 		}

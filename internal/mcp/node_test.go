@@ -96,7 +96,10 @@ func TestTypeScriptSDKWorkerLoop(t *testing.T) {
 // The tasks extension's own requester (@modelcontextprotocol/ext-tasks)
 // hands work off with run_task and polls the handle until a worker here
 // submits; it then cancels a second one, which the server shows
-// cancelled.
+// cancelled. A third one's worker opens a form gate: the library shows
+// the requester input_required, hands the elicitation to its input
+// handler, and sends the handler's answer as tasks/update; the worker's
+// next claim carries that answer, and its result reaches the requester.
 func TestExtTasksRequester(t *testing.T) {
 	node := requireNode(t)
 	if !exists(filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "ext-tasks", "package.json")) {
@@ -115,18 +118,58 @@ func TestExtTasksRequester(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The worker: claim the handed-off task when it is there, submit.
-	var c map[string]any
-	for c == nil || c["lease"] == nil {
-		if ctx.Err() != nil {
-			t.Fatalf("no task to claim; tasks.mjs: %s %s", stdout.Bytes(), stderr.Bytes())
-		}
-		c = s.must(worker, "claim_task", map[string]any{"queue": "ext", "wait_seconds": 1})
+	// The buffers are read only once the script has exited.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ended := func(err error) {
+		t.Helper()
+		t.Fatalf("tasks.mjs ended early (%v)\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
 	}
-	task := c["task"].(map[string]any)
-	s.must(worker, "submit_task", map[string]any{"task_id": task["id"], "lease_token": c["lease"].(map[string]any)["token"],
+	// claim claims a task from queue once there is one, as the worker.
+	claim := func(queue string) (map[string]any, map[string]any, string) {
+		t.Helper()
+		for {
+			select {
+			case err := <-exited:
+				ended(err)
+			default:
+			}
+			if ctx.Err() != nil {
+				cancel()
+				ended(<-exited)
+			}
+			c := s.must(worker, "claim_task", map[string]any{"queue": queue, "wait_seconds": 1})
+			if c["lease"] != nil {
+				return c, c["task"].(map[string]any), c["lease"].(map[string]any)["token"].(string)
+			}
+		}
+	}
+
+	// The worker: claim the handed-off task when it is there, submit.
+	_, task, lease := claim("ext")
+	s.must(worker, "submit_task", map[string]any{"task_id": task["id"], "lease_token": lease,
 		"outcome": "succeeded", "result": map[string]any{"pages": 3}})
-	if err := cmd.Wait(); err != nil {
+
+	// The gated one: the worker asks, and waits for the answer.
+	_, gated, lease := claim("ext-gate")
+	schema := map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []string{"ok"}}
+	if o := s.must(worker, "open_gate", map[string]any{"task_id": gated["id"], "lease_token": lease,
+		"key": "approve", "message": "Ship the release?", "schema": schema}); o["state"] != "gated" {
+		t.Fatalf("open_gate: %v", o)
+	}
+	again, task2, lease := claim("ext-gate")
+	if task2["id"] != gated["id"] {
+		t.Fatalf("claimed %v after the gate, want %v", task2["id"], gated["id"])
+	}
+	answers, _ := json.Marshal(again["gate_answers"])
+	want := `{"approve":{"action":"accept","content":{"ok":true},"answered_by":"` + gated["created_by"].(string) + `","at":"2026-03-02T10:00:00Z"}}`
+	if !jsonEqual(string(answers), want) {
+		t.Fatalf("the claim after the gate carries gate_answers %s, want %s", answers, want)
+	}
+	s.must(worker, "submit_task", map[string]any{"task_id": gated["id"], "lease_token": lease,
+		"outcome": "succeeded", "result": map[string]any{"shipped": true}})
+
+	if err := <-exited; err != nil {
 		t.Fatalf("tasks.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
 	}
 	t.Logf("tasks.mjs printed: %s", stdout.Bytes())
@@ -147,7 +190,26 @@ func TestExtTasksRequester(t *testing.T) {
 		TaskID string `json:"taskId"`
 		Status string `json:"status"`
 	}
-	if len(lines) != 2 || json.Unmarshal(lines[0], &worked) != nil || json.Unmarshal(lines[1], &cancelled) != nil {
+	var approved struct {
+		Kind   string `json:"kind"`
+		TaskID string `json:"taskId"`
+		Seen   []struct {
+			Status        string          `json:"status"`
+			StatusMessage string          `json:"statusMessage"`
+			InputRequests json.RawMessage `json:"inputRequests"`
+		} `json:"seen"`
+		Asked   []json.RawMessage `json:"asked"`
+		Errors  []string          `json:"errors"`
+		Outcome struct {
+			Status string `json:"status"`
+			Result struct {
+				StructuredContent json.RawMessage `json:"structuredContent"`
+				IsError           bool            `json:"isError"`
+			} `json:"result"`
+		} `json:"outcome"`
+		Error string `json:"error"`
+	}
+	if len(lines) != 3 || json.Unmarshal(lines[0], &worked) != nil || json.Unmarshal(lines[1], &cancelled) != nil || json.Unmarshal(lines[2], &approved) != nil {
 		t.Fatalf("tasks.mjs printed %s", stdout.Bytes())
 	}
 	if worked.Kind != "task" || worked.TaskID != "main:"+task["id"].(string) || worked.Outcome.Status != "completed" ||
@@ -157,5 +219,44 @@ func TestExtTasksRequester(t *testing.T) {
 	id, _ := strings.CutPrefix(cancelled.TaskID, "main:")
 	if cancelled.Kind != "task" || cancelled.Status != "cancelled" || s.must(key, "get_task", map[string]any{"task_id": id})["state"] != "canceled" {
 		t.Fatalf("the cancelled task: %+v", cancelled)
+	}
+
+	// The gated task, as the requester saw it: working while no gate was
+	// open (how often the poll caught it there is timing), input_required
+	// once, showing the gate, then its result.
+	handle := "main:" + gated["id"].(string)
+	if approved.Kind != "task" || approved.TaskID != handle || approved.Error != "" || len(approved.Errors) != 0 {
+		t.Fatalf("the gated task: %s", lines[2])
+	}
+	var shown []string
+	var gateShown json.RawMessage
+	for _, v := range approved.Seen {
+		if v.Status == "working" && v.InputRequests == nil {
+			continue
+		}
+		shown = append(shown, v.Status+": "+v.StatusMessage)
+		if v.Status == "input_required" {
+			gateShown = v.InputRequests
+		}
+	}
+	request := `{"mode":"form","message":"Ship the release?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}}`
+	if !slices.Equal(shown, []string{"input_required: gated: waiting for 1 answer(s)", "completed: succeeded"}) ||
+		!jsonEqual(string(gateShown), `{"approve":{"method":"elicitation/create","params":`+request+`}}`) {
+		t.Fatalf("the requester saw %q, the gate as %s", shown, gateShown)
+	}
+	// The library's input handler was asked once, for the gate's key, with
+	// the elicitation's params (and the related-task _meta
+	// createApplicationInputHandler adds).
+	asked := `{"kind":"elicitation","params":{"mode":"form","message":"Ship the release?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]},` +
+		`"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + handle + `"}}},` +
+		`"context":{"scope":"task","delivery":"task-update","taskId":"` + handle + `","inputId":"approve"}}`
+	if len(approved.Asked) != 1 || !jsonEqual(string(approved.Asked[0]), asked) {
+		t.Fatalf("the input handler was asked %s, want once: %s", approved.Asked, asked)
+	}
+	if approved.Outcome.Status != "completed" || approved.Outcome.Result.IsError || !jsonEqual(string(approved.Outcome.Result.StructuredContent), `{"shipped":true}`) {
+		t.Fatalf("the gated task's outcome: %s", lines[2])
+	}
+	if st := s.must(key, "get_task", map[string]any{"task_id": gated["id"]})["state"]; st != "succeeded" {
+		t.Fatalf("the gated task is %v", st)
 	}
 }

@@ -5,8 +5,8 @@ test: setup check
 	go test -count=1 -timeout 20m ./...
 	# The driver replay with the cgo driver beside ncruces (replay_test.go).
 	go test -count=1 -tags cgosqlite -run TestReplayIsFaithful ./internal/store/sqlite/
-	# The end-to-end HTTP suite again, on PostgreSQL.
-	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/
+	# The end-to-end HTTP and MCP suites again, on PostgreSQL.
+	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/ ./internal/mcp/
 
 # What the tests need beyond Go: Chromium, the MCP clients' npm packages, SeaweedFS, Jaeger,
 # curl, jq, promtool, python3, gcc (for the cgo driver replay), and the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -14,13 +15,15 @@ import (
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/httpapi"
 	"github.com/tessera-dev/tessera/internal/meter"
+	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
 	"github.com/tessera-dev/tessera/internal/tessera"
 )
 
 const adminKey = "tsk_mcpadmin_abcdefghijklmnopqrstuvwxyz012345"
 
 // server is a real Tessera server (internal/app, as `tessera serve` wires
-// it) on a real SQLite file in a temporary directory, over loopback HTTP.
+// it) on a real SQLite file in a temporary directory (or a PostgreSQL
+// schema, with TESSERA_TEST_STORE=postgres), over loopback HTTP.
 type server struct {
 	t     testing.TB
 	URL   string
@@ -36,6 +39,10 @@ func startWith(t testing.TB, configure func(*app.Options)) *server {
 	clock := tessera.NewManualClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	o := app.Options{DataDir: t.TempDir(), Clock: clock, Core: core.DefaultConfig(),
 		AdminKey: adminKey, HTTP: httpapi.Config{PublicURL: "http://127.0.0.1:8787", Version: "test"}}
+	if os.Getenv("TESSERA_TEST_STORE") == "postgres" {
+		// `make test` runs the tasks extension's tests again on PostgreSQL.
+		o.Store = pgtest.Schema(t)
+	}
 	configure(&o)
 	a, err := app.Open(context.Background(), o)
 	if err != nil {

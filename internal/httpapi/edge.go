@@ -68,8 +68,18 @@ func (s *Server) HTTPServer() *http.Server {
 		// A span per request, by OpenTelemetry's own HTTP instrumentation
 		// (its semantic conventions; named by the route's pattern once the
 		// mux matched it), only when spans are exported: off, a request
-		// pays nothing for it.
-		h = otelhttp.NewHandler(s, "tessera")
+		// pays nothing for it. It builds its attributes before the SDK's
+		// sampler decides, so the decision is made first, and a request
+		// not sampled skips it.
+		traced := otelhttp.NewHandler(s, "tessera")
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, sampled := telemetry.Sample(r.Context(), r.Header)
+			if sampled {
+				traced.ServeHTTP(w, r.WithContext(ctx))
+				return
+			}
+			s.ServeHTTP(w, r.WithContext(ctx))
+		})
 	}
 	return &http.Server{
 		Handler:           h,

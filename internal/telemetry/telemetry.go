@@ -7,8 +7,12 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
@@ -40,7 +44,8 @@ func Enabled(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRec
 // neither it sets nothing up and reports false. The exporter and the
 // sampler read the standard OTEL_* variables (OTEL_SERVICE_NAME,
 // OTEL_TRACES_SAMPLER and its _ARG, headers, timeouts); the default
-// sampler follows the caller's decision and samples every new trace.
+// sampler follows the caller's decision and samples every new trace. An
+// unknown sampler is an error.
 // shutdown flushes what is buffered.
 func Setup(ctx context.Context, endpoint, version string) (shutdown func(context.Context) error, enabled bool, err error) {
 	none := func(context.Context) error { return nil }
@@ -63,11 +68,107 @@ func Setup(ctx context.Context, endpoint, version string) (shutdown func(context
 	if os.Getenv("OTEL_SERVICE_NAME") == "" {
 		res, _ = resource.Merge(res, resource.NewSchemaless(attribute.String("service.name", "tessera")))
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	smp, err := samplerFromEnv()
+	if err != nil {
+		return none, false, err
+	}
+	sampler = smp
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+		sdktrace.WithSampler(smp), sdktrace.WithIDGenerator(edgeIDs{}))
 	otel.SetTracerProvider(tp)
 	on.Store(true)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}))
 	return tp.Shutdown, true, nil
+}
+
+// sampler is the one Setup configured; Sample asks it first.
+var sampler sdktrace.Sampler
+
+// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and its _ARG name,
+// read here rather than left to the SDK so that Sample can ask it before
+// the HTTP instrumentation builds anything. These are the SDK's values;
+// an _ARG that is no ratio is 1, as the SDK has it.
+func samplerFromEnv() (sdktrace.Sampler, error) {
+	ratio := 1.0
+	if arg := os.Getenv("OTEL_TRACES_SAMPLER_ARG"); arg != "" {
+		if f, err := strconv.ParseFloat(arg, 64); err == nil && f >= 0 && f <= 1 {
+			ratio = f
+		}
+	}
+	switch name := os.Getenv("OTEL_TRACES_SAMPLER"); name {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "parentbased_traceidratio":
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "traceidratio":
+		return sdktrace.TraceIDRatioBased(ratio), nil
+	default:
+		return nil, fmt.Errorf("telemetry: OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio or parentbased_ one of them", name)
+	}
+}
+
+// Sample decides a request's sampling from its headers before anything
+// is built for its span. Sampled, it returns ctx for the HTTP
+// instrumentation to start the request's span in (for a new trace, with
+// the trace id the decision was made on: edgeIDs gives it to the span,
+// so the sampler, asked again there, decides the same). Not sampled, ctx
+// carries the span context the request's calls follow — the caller's, or
+// a new one not sampled — so none of them starts a span either.
+func Sample(ctx context.Context, h http.Header) (_ context.Context, sampled bool) {
+	in := otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
+	parent := trace.SpanContextFromContext(in)
+	id := parent.TraceID()
+	if !parent.IsValid() {
+		id = newTraceID()
+	}
+	res := sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: in, TraceID: id, Kind: trace.SpanKindServer})
+	switch {
+	// Sampled, the instrumentation gets ctx as it came: it extracts the
+	// caller's context itself, and with a span already in its request's
+	// context it would start its span from that span's (no-op) provider.
+	case res.Decision == sdktrace.RecordAndSample && !parent.IsValid():
+		return context.WithValue(ctx, rootTraceID{}, id), true
+	case res.Decision == sdktrace.RecordAndSample:
+		return ctx, true
+	case !parent.IsValid():
+		in = trace.ContextWithSpanContext(in, trace.NewSpanContext(trace.SpanContextConfig{TraceID: id, SpanID: newSpanID()}))
+	}
+	return in, false
+}
+
+// rootTraceID carries the trace id Sample decided a new trace on.
+type rootTraceID struct{}
+
+// edgeIDs makes the SDK's ids: random, as its own generator's are, but a
+// new trace takes the id Sample decided it on.
+type edgeIDs struct{}
+
+func (edgeIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	if id, ok := ctx.Value(rootTraceID{}).(trace.TraceID); ok {
+		return id, newSpanID()
+	}
+	return newTraceID(), newSpanID()
+}
+
+func (edgeIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+
+func newTraceID() (id trace.TraceID) {
+	binary.NativeEndian.PutUint64(id[:8], rand.Uint64())
+	binary.NativeEndian.PutUint64(id[8:], rand.Uint64())
+	return id
+}
+
+func newSpanID() (id trace.SpanID) {
+	for !id.IsValid() {
+		binary.NativeEndian.PutUint64(id[:], rand.Uint64())
+	}
+	return id
 }
 
 // Remote is the span context a W3C traceparent and tracestate name, to

@@ -41,6 +41,10 @@ import (
 func FuzzRoutes(f *testing.F) {
 	fx := newRouteFixture(f)
 	for _, s := range routeSeeds {
+		if !slices.Contains(fx.patterns, s.route) {
+			// It would be fuzzed on whatever route its name hashes to.
+			f.Fatalf("seed route %q is none of the server's patterns", s.route)
+		}
 		f.Add(s.route, s.flags, s.args, s.query, []byte(s.body))
 	}
 	// Every pattern once as it is, with the fixture's ids and no body.
@@ -99,16 +103,21 @@ var routeSeeds = []routeSeed{
 	{"POST /v1/tasks/batch", 0, "", "", `{"tasks":[{"title":"a"},{"title":"b","queue":"q"}]}`},
 	{"GET /v1/tasks", 0, "", "state=ready&queue=default&label=a&limit=2", ``},
 	{"GET /v1/tasks", 0, "", "limit=0&cursor=%zz", ``},
-	{"POST /v1/tasks/{id}/pause", flagReadyTask, "", "", `{}`},
-	{"POST /v1/tasks/{id}/cancel", 0, "", "", ``},
-	{"POST /v1/tasks/{id}/retry", flagReadyTask, "", "", `{"x":1}`},
-	{"POST /v1/tasks/{id}/notes", 0, "", "", `{"body":"a note"}`},
+	{"POST /v1/tasks/{task_id}/pause", flagReadyTask, "", "", `{}`},
+	{"POST /v1/tasks/{task_id}/cancel", 0, "", "", ``},
+	{"POST /v1/tasks/{task_id}/retry", flagReadyTask, "", "", `{"x":1}`},
+	{"POST /v1/tasks/{task_id}/notes", 0, "", "", `{"body":"a note"}`},
 	{"POST /v1/claims", 0, "", "", `{"queue":"default","lease_seconds":60,"wait_seconds":0}`},
 	{"POST /v1/claims", seedSession, "", "", `{"queue":"empty"}`},
-	{"POST /v1/claims/{task}/heartbeat", 0, "", "", `{"lease_token":"$LEASE","lease_seconds":120,"progress":{"pct":50}}`},
-	{"POST /v1/claims/{task}/submit", seedIdemA, "", "", `{"lease_token":"$LEASE","outcome":"succeeded","result":{"ok":true}}`},
-	{"POST /v1/claims/{task}/release", 0, "", "", `{"lease_token":"$LEASE"}`},
-	{"GET /v1/claims/{task}/events", 0, "", "since=0&wait=0", ``},
+	{"POST /v1/claims/{task_id}/heartbeat", 0, "", "", `{"lease_token":"$LEASE","lease_seconds":120,"progress":{"pct":50}}`},
+	{"POST /v1/claims/{task_id}/submit", seedIdemA, "", "", `{"lease_token":"$LEASE","outcome":"succeeded","result":{"ok":true}}`},
+	{"POST /v1/claims/{task_id}/release", 0, "", "", `{"lease_token":"$LEASE"}`},
+	{"POST /v1/claims/{task_id}/gate", 0, "", "", `{"lease_token":"$LEASE","key":"k","message":"Which?","timeout_seconds":60,"on_timeout":"continue",` +
+		`"schema":{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":1},"s":{"type":"string","enum":["a","b"]}}}}`},
+	{"POST /v1/claims/{task_id}/gate", 0, "", "", `{"lease_token":"$LEASE","gates":[{"key":"a","message":"ok?"},{"key":"b","message":"go","url":"https://x.example/"}]}`},
+	{"POST /v1/tasks/{task_id}/gates/{key}", 0, "$TASK,k", "", `{"action":"accept","content":{"n":2,"s":"a"}}`},
+	{"POST /v1/tasks", 0, "", "", `{"title":"gated","gates":[{"key":"g","message":"approve?","timeout_seconds":1}]}`},
+	{"GET /v1/claims/{task_id}/events", 0, "", "since=0&wait=0", ``},
 	{"PUT /v1/records/{bucket}/{key}", seedIdemA, "", "", `{"value":{"a":[1,2]},"lease_token":"$LEASE"}`},
 	{"PUT /v1/records/{bucket}/{key}", 0, "b,k2", "", `{"value":1,"if_version":7}`},
 	{"GET /v1/records/{bucket}/{key}", 0, "", "version=1", ``},
@@ -118,7 +127,7 @@ var routeSeeds = []routeSeed{
 	{"PUT /v1/blobs/uploads/{upload_id}", 0, "", "", `abc`},
 	{"POST /v1/blobs/uploads/{upload_id}/commit", seedIdemA, "", "", ``},
 	{"POST /v1/admin/principals", 0, "", "", `{"kind":"agent","account":"acct","display_name":"fuzz"}`},
-	{"PATCH /v1/admin/principals/{id}", 0, "", "", `{"display_name":"renamed"}`},
+	{"PATCH /v1/admin/principals/{principal_id}", 0, "", "", `{"display_name":"renamed"}`},
 	{"POST /v1/admin/keys", 0, "", "", `{"principal_id":"$PRINCIPAL","scopes":["namespace:main","read"],"expires_at":"2031-01-01T00:00:00Z"}`},
 	{"PUT /v1/admin/storage/allowance", 0, "", "", `{"rows_written_per_day":0,"rows_read_per_day":0}`},
 	{"PUT /v1/admin/namespaces/{ns}/settings", 0, "", "", `{"raw_policy":"namespace"}`},
@@ -130,8 +139,8 @@ var routeSeeds = []routeSeed{
 	{"POST /v1/tasks", seedReader, "", "", `{"title":"no scope"}`},
 	{"POST /v1/tasks", 0, "", "", `{"title":"\ud800","payload":` + strings.Repeat(`[`, 40) + `}`},
 	{"POST /ns/{namespace}/v1/claims", flagRawPath | flagChunked, "Bad_NS", "", `{"queue":1}`},
-	{"GET /v1/tasks/{id}", flagRawPath, "../..//admin/keys", "", ``},
-	{"POST /v1/claims/{task}/submit", 6 << flagIdemShift, "", "", `{"lease_token":"stale","outcome":"maybe","error":"it broke"}`},
+	{"GET /v1/tasks/{task_id}", flagRawPath, "../..//admin/keys", "", ``},
+	{"POST /v1/claims/{task_id}/submit", 6 << flagIdemShift, "", "", `{"lease_token":"stale","outcome":"maybe","error":"it broke"}`},
 	{"GET /v1/me", 7, "", "", ``},
 	{"GET /v1/me/audit", flagSwapMethod | 5<<flagMethodSh, "", "", `null`},
 	{"GET /board", flagAcceptJSON | flagExpect, "", "", "\xff"},

@@ -240,8 +240,9 @@ func TestGateEvents(t *testing.T) {
 	st.quiet()
 }
 
-// Rows: opening a gate costs no more than a submit, an answer no more
-// than a heartbeat and the task's change together.
+// Rows: opening a gate costs a submit's rows and the gate's own, an
+// answer a heartbeat's, the task's change and the gate's row (the issue
+// asked ≤ a submit; the gate has to be stored somewhere: design.md).
 func TestGateRows(t *testing.T) {
 	s := newTestServer(t)
 	// Warm up: each action's first use by a key also records it.

@@ -53,12 +53,12 @@ func TestREADMEQuickstartRuns(t *testing.T) {
 	}
 	for _, want := range []string{
 		`result     {"summary":"TESSERA COORDINATES WORK FOR FLEETS OF AGENTS","attempt":1}`, // tessera work finished it
-		`progress   {"step":"writing"}`,                                 // fd 3 became heartbeat progress
-		"refused with exit code 5",                                      // the scoped key may not enqueue
-		"task.enqueue  forbidden  1",                                    // and the audit counts it
-		"\nsummarize r-17\n",                                            // the board shows the public task
-		"summarizer submitted “summarize r-17”",                         // the activity feed too
-		"default  0        0          0      0       0       0       2", // both tasks succeeded
+		`progress   {"step":"writing"}`,                                        // fd 3 became heartbeat progress
+		"refused with exit code 5",                                             // the scoped key may not enqueue
+		"task.enqueue  forbidden  1",                                           // and the audit counts it
+		"\nsummarize r-17\n",                                                   // the board shows the public task
+		"summarizer submitted “summarize r-17”",                                // the activity feed too
+		"default  0        0      0          0      0       0       0       2", // both tasks succeeded
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the quickstart's output lacks %q\n--- output\n%s", want, out.String())

@@ -288,7 +288,7 @@ func testConsole(t *testing.T, open Opener) {
 		})
 	})
 
-	t.Run("a queue's finished tasks are purged with their history", func(t *testing.T) {
+	t.Run("a queue's finished tasks are purged with their history and gates", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)
 		dead := taskFixture("01A", taskOpts{queue: "build", state: tessera.StateDead})
@@ -297,6 +297,10 @@ func testConsole(t *testing.T, open Opener) {
 		elsewhere := taskFixture("01D", taskOpts{queue: "mail", state: tessera.StateDead})
 		insertTasks(t, s, dead, done, live, elsewhere)
 		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.GatesInsert(ctx, "main", dead.ID, []tessera.Gate{{Key: "ok", Kind: tessera.GateApproval, Message: "?",
+				TimeoutAt: &epoch, OnTimeout: tessera.OnTimeoutFail, OpenedAt: epoch}}); err != nil {
+				return err
+			}
 			return tx.TaskEventAppend(ctx, "main", dead.ID, &tessera.TaskEvent{Kind: tessera.EventNote, Body: "n", Time: epoch})
 		})
 		purge := func(states []string, limit int) (n int) {
@@ -329,6 +333,15 @@ func testConsole(t *testing.T, open Opener) {
 			evs, err := tx.TaskEventList(ctx, "main", dead.ID, 0, 10)
 			if err != nil || len(evs) != 0 {
 				t.Errorf("the purged task's events: %v, %v", evs, err)
+			}
+			// Its gates go with it, off the timers' index too.
+			gates, err := tx.GatesOf(ctx, "main", dead.ID)
+			if err != nil || len(gates) != 0 {
+				t.Errorf("the purged task's gates: %v, %v", gates, err)
+			}
+			due, err := tx.GatesTimingOut(ctx, 10)
+			if err != nil || len(due) != 0 {
+				t.Errorf("the purged task's gate still timing out: %v, %v", due, err)
 			}
 			counts, err := tx.TaskStateCounts(ctx, "main", store.AllTasks)
 			for _, c := range counts {

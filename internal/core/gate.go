@@ -371,6 +371,9 @@ func (s *Service) timeOut(ctx context.Context, due *tessera.Gate) error {
 	return s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
 		task, err := tx.TaskGet(ctx, due.Namespace, due.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // purged meanwhile, and its gates before it
+		}
 		if err != nil {
 			return err
 		}

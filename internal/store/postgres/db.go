@@ -67,6 +67,7 @@ type DB struct {
 	// making one (the operator tools).
 	existing bool
 
+	group     *grouper
 	closeOnce sync.Once
 }
 
@@ -160,6 +161,7 @@ func (db *DB) start(ctx context.Context) error {
 	db.shards = newShards(int(db.pool.Config().MaxConns))
 	db.channel = channelName(db.schema)
 	db.notifier = startNotifier(db)
+	db.group = startGrouper(db, committers(int(db.pool.Config().MaxConns)))
 	if db.listener, err = startListener(ctx, db); err != nil {
 		db.notifier.close()
 		return err
@@ -193,6 +195,7 @@ func (db *DB) Where() string {
 // transactions finish first.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		db.group.close()
 		db.notifier.close()
 		db.listener.stop()
 		db.pool.Close()
@@ -216,21 +219,37 @@ func (db *DB) deliver(topic string) {
 // through the notifier (notify.go). While the storage allowance refuses writes (SPEC
 // §13) the transaction is READ ONLY: PostgreSQL itself refuses every
 // write-capable statement, and that refusal answers as the quota error.
+//
+// Updates that run at once share transactions (group.go); one that runs
+// again after a lost race runs in a transaction of its own.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var topics []string
+	first := true
 	err := store.Retry(ctx, func() (err error) {
+		if first {
+			first = false
+			if again, err := db.group.update(ctx, fn); !again {
+				return err // its topics are told
+			}
+		}
 		topics, err = db.attempt(ctx, false, fn)
 		return err
 	})
 	if err == nil {
-		for _, t := range topics {
-			db.deliver(t)
-		}
-		if db.listener.othersMayListen() {
-			db.notifier.send(topics)
-		}
+		db.delivered(topics)
 	}
 	return err
+}
+
+// delivered tells the topics of a committed transaction: to this node at
+// once, to the others through the notifier.
+func (db *DB) delivered(topics []string) {
+	for _, t := range topics {
+		db.deliver(t)
+	}
+	if db.listener.othersMayListen() {
+		db.notifier.send(topics)
+	}
 }
 
 // View runs fn in a REPEATABLE READ READ ONLY transaction: one snapshot.
@@ -370,6 +389,10 @@ type tx struct {
 	later  []later
 	tally  tally
 	counts countChanges
+	// ctx, when set, is the context of every statement instead of the
+	// caller's: a batch's (group.go). sends counts the round trips.
+	ctx   context.Context
+	sends int
 }
 
 // later is a statement sent with the next round trip; cost nil is the
@@ -415,6 +438,10 @@ func (t *tx) roundTrip(ctx context.Context, sql string, args []any, each func(pg
 
 // send is roundTrip without the allowance check: the COMMIT's.
 func (t *tx) send(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) (int64, error) {
+	if t.ctx != nil {
+		ctx = t.ctx
+	}
+	t.sends++
 	k := t.db.costs.of(sql)
 	if len(t.later) == 0 {
 		rows, err := t.c.Query(ctx, k.sent(sql), args...)

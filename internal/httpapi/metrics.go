@@ -103,11 +103,11 @@ var (
 	descOmitted           = prometheus.NewDesc("tessera_queue_namespaces_truncated", "1 when namespaces were left out of the queue metrics: named ones past the first 256 by name, or demo ones past the first 256 summed into namespace \"demo-*\".", nil, nil)
 	descRunsEnded         = prometheus.NewDesc("tessera_runs_ended_total", "Runs ended since start by namespace, queue and outcome (lapsed: the lease ran out).", []string{"namespace", "queue", "outcome"}, nil)
 	descTasksDead         = prometheus.NewDesc("tessera_tasks_dead_total", "Tasks that used their last attempt since start, by namespace, queue and the outcome of that run.", []string{"namespace", "queue", "outcome"}, nil)
-	descCommits           = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit).", nil, nil)
-	descSyncs             = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
-	descSyncSeconds       = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "Time spent in fsyncs of the write-ahead log since start.", nil, nil)
-	descWrites            = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one).", nil, nil)
-	descWriteSeconds      = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "Time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
+	descCommits           = prometheus.NewDesc("tessera_store_commits_total", "Write transactions the store committed since start, however many requests each carried (group commit): divided into tessera_store_write_transactions_total, how many shared a commit.", nil, nil)
+	descSyncs             = prometheus.NewDesc("tessera_store_wal_fsyncs_total", "SQLite: fsyncs of the write-ahead log since start: one per commit, made while the next batch runs.", nil, nil)
+	descSyncSeconds       = prometheus.NewDesc("tessera_store_wal_fsync_seconds_total", "SQLite: time spent in fsyncs of the write-ahead log since start.", nil, nil)
+	descWrites            = prometheus.NewDesc("tessera_store_write_transactions_total", "Write transactions the store answered since start (each request that writes is one), however many shared a commit.", nil, nil)
+	descWriteSeconds      = prometheus.NewDesc("tessera_store_write_transaction_seconds_total", "SQLite: time write transactions spent in each phase, summed over them: queued for the committer, running, batched (waiting for their batch to commit), committing, syncing (until the fsync that makes them durable), answering.", []string{"phase"}, nil)
 	descScrapeError       = prometheus.NewDesc("tessera_queue_metrics_error", "1 when the queue metrics could not be read at this scrape.", nil, nil)
 	descListenerHealthy   = prometheus.NewDesc("tessera_listener_healthy", "1 while the connection that hears other nodes (PostgreSQL LISTEN) is up and hears its probes; 0 while long-polls short-poll instead.", nil, nil)
 	descListenerAge       = prometheus.NewDesc("tessera_listener_last_notify_age_seconds", "Seconds since the listening connection last heard a notification, its own probes (every 5 s) included.", nil, nil)
@@ -148,11 +148,13 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 
 	if n, ok := c.svc.StoreCommits(); ok {
 		counter(descCommits, float64(n.Commits))
-		counter(descSyncs, float64(n.Syncs))
-		counter(descSyncSeconds, n.SyncTime.Seconds())
 		counter(descWrites, float64(n.Writes))
-		for phase, d := range n.Phases() {
-			counter(descWriteSeconds, d.Seconds(), phase)
+		if n.Syncing {
+			counter(descSyncs, float64(n.Syncs))
+			counter(descSyncSeconds, n.SyncTime.Seconds())
+			for phase, d := range n.Phases() {
+				counter(descWriteSeconds, d.Seconds(), phase)
+			}
 		}
 	}
 

@@ -221,17 +221,19 @@ func (p *TaskClaimMany) LeaseOf(i int) tessera.Lease {
 	return l
 }
 
-// CommitStats is what a backend that commits for its requests (SQLite's
-// group commit) reports of it: the transactions committed, the fsyncs of
-// its log that made them durable, and the time those took; and the write
-// transactions answered (Writes) with the time they spent in each of
-// WritePhases, summed over them — where a write waits, which a CPU
-// profile does not show.
+// CommitStats is what a backend that commits for its requests (group
+// commit) reports of it: the transactions committed and the write
+// transactions answered (Writes), so Writes ÷ Commits is how many shared
+// a commit. A backend that makes its commits durable itself (Syncing:
+// SQLite) also reports the fsyncs of its log and the time those took,
+// and the time the writes spent in each of WritePhases, summed over them
+// — where a write waits, which a CPU profile does not show.
 type CommitStats struct {
-	Commits, Syncs int64
-	SyncTime       time.Duration
-	Writes         int64
-	WriteTime      [len(WritePhases)]time.Duration
+	Commits, Writes int64
+	Syncing         bool
+	Syncs           int64
+	SyncTime        time.Duration
+	WriteTime       [len(WritePhases)]time.Duration
 }
 
 // WritePhases are the phases of a write transaction in a group-committing

@@ -67,8 +67,11 @@ type DB struct {
 	// making one (the operator tools).
 	existing bool
 
-	group     *grouper
-	closeOnce sync.Once
+	group *grouper
+	// commits counts the write transactions committed, writes the
+	// Updates (and blob uploads) they carried (CommitStats).
+	commits, writes atomic.Int64
+	closeOnce       sync.Once
 }
 
 var (
@@ -203,6 +206,13 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// CommitStats reports the write transactions committed and the Updates
+// they carried: more Updates than commits is group commit at work.
+// PostgreSQL makes commits durable itself, so nothing of syncing.
+func (db *DB) CommitStats() store.CommitStats {
+	return store.CommitStats{Commits: db.commits.Load(), Writes: db.writes.Load()}
+}
+
 // Listen sets the receiver of notified topics: this node's at once after
 // its commit, the other nodes' as their notifications arrive.
 func (db *DB) Listen(fn func(topic string)) { db.listen.Store(&fn) }
@@ -335,6 +345,9 @@ func (db *DB) run(ctx context.Context, view bool, fn func(store.Tx) error) (topi
 		return nil, false, translate(err, refusing, db.meter)
 	}
 	db.meter.Add(ctx, t.tally.written, t.tally.read)
+	if t.committed {
+		db.writes.Add(1)
+	}
 	return t.topics, false, nil
 }
 
@@ -373,6 +386,10 @@ func (t *tx) commit(ctx context.Context) error {
 		rollback(t.c)
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
+	if !t.readOnly {
+		t.committed = true
+		t.db.commits.Add(1)
+	}
 	return nil
 }
 
@@ -393,6 +410,8 @@ type tx struct {
 	// caller's: a batch's (group.go). sends counts the round trips.
 	ctx   context.Context
 	sends int
+	// committed: a write transaction's COMMIT went through.
+	committed bool
 }
 
 // later is a statement sent with the next round trip; cost nil is the

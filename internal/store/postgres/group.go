@@ -57,8 +57,6 @@ type grouper struct {
 	wg    sync.WaitGroup
 	// closed is closed once no committer runs any more.
 	closed chan struct{}
-	// shared counts the Updates committed in a transaction they shared.
-	shared atomic.Int64
 }
 
 // pending is one Update waiting for its batch, and then its outcome.
@@ -213,7 +211,7 @@ func (g *grouper) run(batch []*pending) {
 	for i, p := range batch {
 		if s := shares[i]; s != nil {
 			db.meter.Add(p.ctx, s.written, s.read)
-			g.shared.Add(1)
+			db.writes.Add(1)
 		}
 	}
 	db.delivered(t.topics)

@@ -26,7 +26,7 @@ import (
 // the time they took; and of the requests' transactions it answered,
 // where their time went.
 func (db *DB) CommitStats() store.CommitStats {
-	s := store.CommitStats{Commits: db.commits.Load(), Syncs: db.dur.syncs.Load(),
+	s := store.CommitStats{Commits: db.commits.Load(), Syncing: true, Syncs: db.dur.syncs.Load(),
 		SyncTime: time.Duration(db.dur.syncNanos.Load()), Writes: db.answered.Load()}
 	for i := range s.WriteTime {
 		s.WriteTime[i] = time.Duration(db.phaseNanos[i].Load())

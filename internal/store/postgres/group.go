@@ -44,11 +44,13 @@ import (
 // groupMax bounds a batch: a savepoint each, in one transaction.
 const groupMax = 16
 
-// committers is how many batches a node runs at once: a quarter of the
-// pool (docs/design.md measured 2 and 4 alike on one node of 16), at
-// least two, so that an Update that waits on a lock held by another
-// batch's transaction never waits for its own committer.
-func committers(pool int) int { return max(2, pool/4) }
+// committers is how many batches a node runs at once: an eighth of the
+// pool, at least two, so that an Update that waits on a lock held by
+// another batch's transaction never waits for its own committer. Fewer
+// committers make bigger batches: on one node of 16 workers, 2 spent
+// less of PostgreSQL's CPU a task than 4 and 8, and on two nodes did
+// more as well (docs/design.md, "Group commit on PostgreSQL").
+func committers(pool int) int { return max(2, pool/8) }
 
 type grouper struct {
 	db    *DB

@@ -18,10 +18,12 @@ import (
 // transaction, each behind a SAVEPOINT of its own, with one COMMIT, one
 // counts upsert and one WAL flush for all of them. Three durable commits a
 // task, each with its BEGIN, its counts and its flush, were most of what
-// PostgreSQL spent on a task (docs/design.md, "Group commit"). A lone
-// Update runs in a transaction of its own, as before; batches form only
-// when Updates arrive faster than the committers finish them, so waiting
-// for one costs no latency that running alone would not.
+// PostgreSQL spent on a task (docs/design.md, "Group commit on
+// PostgreSQL"). A lone Update runs in a transaction of its own, as
+// before; batches form only when Updates arrive faster than the
+// committers finish them. An Update then waits for the batch ahead of it
+// instead of running beside it, which under load was the faster of the
+// two: every call's median latency fell (7–10 ms to 7 ms at 16 workers).
 //
 // What sharing a transaction changes, and what it does not:
 //   - Each Update still sees the database as a serial order would: the

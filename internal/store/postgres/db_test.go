@@ -588,9 +588,11 @@ func TestLoneNodeSendsNothing(t *testing.T) {
 		t.Fatalf("a node alone sent %d notifications for 5 commits and counts %d peers, want 0 and 0", got.Sent-sent, got.Peers)
 	}
 
-	b := open(t, url, newMeter(), probe)
+	// b listens from its start: a's gap answers b's hello, and may come
+	// before Open returns.
 	heard := make(chan string, 100)
-	b.Listen(func(topic string) { heard <- topic })
+	listening := func(db *DB) { db.Listen(func(topic string) { heard <- topic }) }
+	b := open(t, url, newMeter(), probe, listening)
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {

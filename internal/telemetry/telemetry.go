@@ -159,8 +159,10 @@ func (edgeIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 func (edgeIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
 
 func newTraceID() (id trace.TraceID) {
-	binary.NativeEndian.PutUint64(id[:8], rand.Uint64())
-	binary.NativeEndian.PutUint64(id[8:], rand.Uint64())
+	for !id.IsValid() {
+		binary.NativeEndian.PutUint64(id[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(id[8:], rand.Uint64())
+	}
 	return id
 }
 

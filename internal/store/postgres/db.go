@@ -239,7 +239,7 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 		if first {
 			first = false
 			if again, err := db.group.update(ctx, fn); !again {
-				return err // its topics are told
+				return err // the committer told its topics
 			}
 		}
 		topics, err = db.attempt(ctx, false, fn)

@@ -365,6 +365,18 @@ func (s *Service) endLease(ctx context.Context, tx store.Tx, task *tessera.Task,
 // endLeaseFrom is endLease for a task the caller changed since it was
 // read (before): the change is written with the run's end.
 func (s *Service) endLeaseFrom(ctx context.Context, tx store.Tx, before, task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
+	if err := endRun(task, now, outcome, errMsg, result); err != nil {
+		return err
+	}
+	if err := tx.TaskUpdate(ctx, before, task); err != nil {
+		return err
+	}
+	return s.leaseEnded(ctx, tx, before, task, now, outcome, true)
+}
+
+// endRun ends the task's current run with outcome and moves the task on,
+// unwritten; see endLease.
+func endRun(task *tessera.Task, now time.Time, outcome, errMsg string, result json.RawMessage) error {
 	if task.Run == nil || task.Run.ID != task.Lease.RunID {
 		return fmt.Errorf("task %s: its lease's run %s is not the run on its row", task.ID, task.Lease.RunID)
 	}
@@ -393,10 +405,15 @@ func (s *Service) endLeaseFrom(ctx context.Context, tx store.Tx, before, task *t
 	task.Result, task.Error = nullToNil(result), errMsg
 	task.Lease = nil
 	task.UpdatedAt = now
-	if err := tx.TaskUpdate(ctx, before, task); err != nil {
-		return err
-	}
-	if tessera.Terminal(task.State) {
+	return nil
+}
+
+// leaseEnded is what follows the written end of a run (endRun): a task
+// that finished settles its children, unless the caller knows it has none
+// (parent false); the holder hears of a lapse; and a task that became
+// claimable, or freed a slot of its group, wakes its queue's claims.
+func (s *Service) leaseEnded(ctx context.Context, tx store.Tx, before, task *tessera.Task, now time.Time, outcome string, parent bool) error {
+	if parent && tessera.Terminal(task.State) {
 		// Only a live lease's end gets here: a stale holder's late submit
 		// is lease_lost, and settles no dependent.
 		if err := s.finished(ctx, tx, task, now, &budget{left: settleBatch}); err != nil {

@@ -215,3 +215,58 @@ func TestClaimNWaitsForTheFirst(t *testing.T) {
 		t.Fatal("a waiting batch claim did not answer when a task arrived")
 	}
 }
+
+// A batch submit settles the children of the tasks it finishes, and only
+// theirs; an item it refuses before writing (a cooldown for a task with no
+// group) leaves its run alone, while the batch's other items stand.
+func TestSubmitBatchSettlesChildren(t *testing.T) {
+	for backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			svc, a, _ := service(t, backend)
+			parents := enqueueN(t, svc, a, 3)
+			child, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Queue: "kids", Title: "child", After: parents[:2]}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 3})
+			if err != nil || len(got.Claims) != 3 {
+				t.Fatalf("claims: %+v, %v; want 3", got, err)
+			}
+			var items []core.SubmitItem
+			for _, c := range got.Claims {
+				it := core.SubmitItem{TaskID: c.Task.ID, SubmitParams: core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}}
+				if c.Task.ID == parents[2] {
+					it.CooldownSeconds = 5
+				}
+				items = append(items, it)
+			}
+			res, err := svc.SubmitBatch(ctx, a, "main", items, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res.Results {
+				want := tessera.StateSucceeded
+				if items[i].TaskID == parents[2] {
+					want = string(tessera.CodeInvalidRequest)
+				}
+				got := ""
+				if r.Error != nil {
+					got = string(r.Error.Code)
+				} else {
+					got = r.Task.State
+				}
+				if got != want {
+					t.Errorf("item %s: %s, want %s", items[i].TaskID, got, want)
+				}
+			}
+			if task, err := svc.GetTask(ctx, a, "main", parents[2]); err != nil || task.State != tessera.StateLeased {
+				t.Errorf("the refused item's task: %v, %v; want still leased", task, err)
+			}
+			task, err := svc.GetTask(ctx, a, "main", child.ID)
+			if err != nil || task.State != tessera.StateReady || task.Dependency == nil || task.Dependency.WaitingOn != 0 {
+				t.Errorf("the child of the two parents the batch finished: %+v, %v; want ready, waiting on none", task, err)
+			}
+		})
+	}
+}

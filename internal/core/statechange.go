@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -199,15 +200,17 @@ type runEnded struct {
 
 func (t *watchedTx) mark(ctx context.Context, ns string, err error) error {
 	if err == nil {
-		for _, n := range t.changed {
-			if n == ns {
-				return nil
-			}
-		}
+		t.changedIn(ctx, ns)
+	}
+	return err
+}
+
+// changedIn notes that the transaction changed the namespace's state.
+func (t *watchedTx) changedIn(ctx context.Context, ns string) {
+	if !slices.Contains(t.changed, ns) {
 		t.changed = append(t.changed, ns)
 		t.Tx.Notify(ctx, snapshotTopic(ns))
 	}
-	return err
 }
 
 func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
@@ -221,17 +224,33 @@ func (t *watchedTx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 func (t *watchedTx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
 	err := t.Tx.TaskUpdate(ctx, before, after)
 	if err == nil {
-		t.see(after, true)
-		// A run ends on its task's row, in the write that moves the task on.
-		if r := after.Run; r != nil && r.EndedAt != nil && (before.Run == nil || before.Run.EndedAt == nil) {
-			e := runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome}
-			if t.traced {
-				e.task = after
-			}
-			t.ends = append(t.ends, e)
-		}
+		t.updated(before, after)
 	}
 	return t.mark(ctx, before.Namespace, err)
+}
+
+func (t *watchedTx) TaskUpdateMany(ctx context.Context, changes []store.TaskChange) error {
+	if err := t.Tx.TaskUpdateMany(ctx, changes); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		t.updated(c.Before, c.After)
+		t.changedIn(ctx, c.Before.Namespace)
+	}
+	return nil
+}
+
+// updated sees a task written over before, and the run its write ended.
+func (t *watchedTx) updated(before, after *tessera.Task) {
+	t.see(after, true)
+	// A run ends on its task's row, in the write that moves the task on.
+	if r := after.Run; r != nil && r.EndedAt != nil && (before.Run == nil || before.Run.EndedAt == nil) {
+		e := runEnded{ns: after.Namespace, taskID: after.ID, outcome: r.Outcome}
+		if t.traced {
+			e.task = after
+		}
+		t.ends = append(t.ends, e)
+	}
 }
 
 func (t *watchedTx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error) {

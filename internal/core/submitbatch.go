@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/auth"
@@ -93,28 +94,56 @@ func (s *Service) SubmitBatch(ctx context.Context, a *auth.Actor, ns string, ite
 // submitItems ends each item's run inside tx and fills out: a result per
 // item, and a submit event per run ended — ev, which the audited action
 // writes once this returns, is the last one's; with none ended ev is
-// cleared and the action writes no event.
+// cleared and the action writes no event. The batch's tasks are read
+// together, written together, and only those with children look for
+// them: a batch costs a few round trips, not a few per item.
 func (s *Service) submitItems(ctx context.Context, tx store.Tx, ev *tessera.AuditEvent, ns string, items []SubmitItem, out *SubmitBatchResult) error {
 	now := ev.Time
 	out.Results = make([]SubmitResult, len(items))
-	var ended []*tessera.AuditEvent
+	taskIDs := make([]string, len(items))
 	for i, it := range items {
-		res := &out.Results[i]
-		res.TaskID = it.TaskID
-		task, err := s.submitItem(ctx, tx, ns, it, now)
+		taskIDs[i] = it.TaskID
+		out.Results[i].TaskID = it.TaskID
+	}
+	read, err := tx.TaskGetMany(ctx, ns, taskIDs)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]*tessera.Task, len(read))
+	for i := range read {
+		byID[read[i].ID] = &read[i]
+	}
+	var ends []itemEnd
+	for i, it := range items {
+		end, err := submitItem(it, byID[it.TaskID], now)
 		var refused *tessera.Error
 		switch {
 		case errors.As(err, &refused):
-			res.Error = &ItemError{Code: refused.Code, Message: refused.Message}
-			continue
+			out.Results[i].Error = &ItemError{Code: refused.Code, Message: refused.Message}
 		case err != nil:
 			return err
 		}
-		done := *task
+		if end != nil {
+			end.item = i
+			ends = append(ends, *end)
+		}
+	}
+	if err := s.endItems(ctx, tx, ns, ends, now); err != nil {
+		return err
+	}
+	var ended []*tessera.AuditEvent
+	for _, e := range ends {
+		if e.outcome == tessera.OutcomeLapsed {
+			continue // refused, as lease_lost
+		}
+		if err := cooldown(ctx, tx, e.task, items[e.item].CooldownSeconds, now); err != nil {
+			return err
+		}
+		done := *e.task
 		done.Show(now) // remembered as sent
-		res.Task = &done
+		out.Results[e.item].Task = &done
 		ended = append(ended, &tessera.AuditEvent{Time: now, Namespace: ns, PrincipalID: ev.PrincipalID, KeyID: ev.KeyID,
-			Action: ActSubmit, Target: task.ID, RunID: task.Run.ID, Status: 200, Public: task.Public})
+			Action: ActSubmit, Target: e.task.ID, RunID: e.task.Run.ID, Status: 200, Public: e.task.Public})
 	}
 	if len(ended) == 0 {
 		ev.Action = ""
@@ -135,29 +164,74 @@ func (s *Service) submitItems(ctx context.Context, tx store.Tx, ev *tessera.Audi
 	return nil
 }
 
-// submitItem ends one item's run, or refuses it with a *tessera.Error
-// (lease_lost, not_found): a lapse it finds is recorded all the same.
-func (s *Service) submitItem(ctx context.Context, tx store.Tx, ns string, it SubmitItem, now time.Time) (*tessera.Task, error) {
+// itemEnd is the end of one item's run: its task as read and as the end
+// leaves it.
+type itemEnd struct {
+	item         int
+	before, task *tessera.Task
+	outcome      string
+}
+
+// submitItem judges one item against its task as read (nil: not found):
+// the run's end it makes, unwritten — the item's outcome, or the lapse
+// it found, which is a fact whatever the item wanted and is written for
+// the batch's sake though the item is refused (lease_lost) — and, as a
+// *tessera.Error, why the item is refused.
+func submitItem(it SubmitItem, read *tessera.Task, now time.Time) (*itemEnd, error) {
 	if it.LeaseToken == "" || len(it.LeaseToken) > 128 {
 		return nil, tessera.ErrLeaseLost
 	}
-	task, err := holdLease(ctx, tx, ns, it.TaskID, it.LeaseToken, now)
-	if errors.Is(err, errLapsed) {
-		// The lapse is a fact, whatever the item wanted; the transaction
-		// stands for the other items, so it is recorded here.
-		if err := s.endLease(ctx, tx, task, now, tessera.OutcomeLapsed, "lease expired", nil); err != nil {
-			return nil, err
+	if read == nil {
+		return nil, notFound(store.ErrNotFound, "task", it.TaskID)
+	}
+	task, err := liveLease(read, nil, it.TaskID, it.LeaseToken, now)
+	outcome, errMsg, result := it.Outcome, it.Error, it.Result
+	switch {
+	case errors.Is(err, errLapsed):
+		outcome, errMsg, result = tessera.OutcomeLapsed, "lease expired", nil
+	case err != nil:
+		return nil, err
+	case it.CooldownSeconds != 0 && task.Group == "":
+		return nil, tessera.Invalid("cooldown_seconds", "cooldown_seconds pauses the task's group, and task %s has none", task.ID)
+	}
+	end := &itemEnd{before: task.Copy(), task: task, outcome: outcome}
+	if err := endRun(task, now, outcome, errMsg, result); err != nil {
+		return nil, err
+	}
+	if outcome == tessera.OutcomeLapsed {
+		return end, tessera.ErrLeaseLost
+	}
+	return end, nil
+}
+
+// endItems writes the runs' ends, and then what follows each (leaseEnded):
+// the children of those that finished are settled, for those that have any.
+func (s *Service) endItems(ctx context.Context, tx store.Tx, ns string, ends []itemEnd, now time.Time) error {
+	if len(ends) == 0 {
+		return nil
+	}
+	changes := make([]store.TaskChange, len(ends))
+	var finished []string
+	for i, e := range ends {
+		changes[i] = store.TaskChange{Before: e.before, After: e.task}
+		if tessera.Terminal(e.task.State) {
+			finished = append(finished, e.task.ID)
 		}
-		return nil, tessera.ErrLeaseLost
 	}
-	if err != nil {
-		return nil, err
+	if err := tx.TaskUpdateMany(ctx, changes); err != nil {
+		return err
 	}
-	if err := s.endLease(ctx, tx, task, now, it.Outcome, it.Error, it.Result); err != nil {
-		return nil, err
+	var parents []string
+	if len(finished) > 0 {
+		var err error
+		if parents, err = tx.DependencyParents(ctx, ns, finished); err != nil {
+			return err
+		}
 	}
-	if err := cooldown(ctx, tx, task, it.CooldownSeconds, now); err != nil {
-		return nil, err
+	for _, e := range ends {
+		if err := s.leaseEnded(ctx, tx, e.before, e.task, now, e.outcome, slices.Contains(parents, e.task.ID)); err != nil {
+			return err
+		}
 	}
-	return task, nil
+	return nil
 }

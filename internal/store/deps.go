@@ -24,6 +24,10 @@ type DepTx interface {
 	// DependencyChildren returns at most limit children of parent, by id,
 	// after the child after ("" from the first).
 	DependencyChildren(ctx context.Context, ns, parent, after string, limit int) ([]string, error)
+	// DependencyParents returns those of ids that some task waits on (that
+	// have an edge as parent), in no given order: the tasks of a batch
+	// whose end has children to settle.
+	DependencyParents(ctx context.Context, ns string, ids []string) ([]string, error)
 
 	// CheckpointPut stores a task's checkpoint, replacing the last.
 	CheckpointPut(ctx context.Context, ns, taskID string, c *tessera.Checkpoint) error

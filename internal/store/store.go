@@ -136,6 +136,15 @@ type Tx interface {
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
 	TaskUpdate(ctx context.Context, before, after *tessera.Task) error
+	// TaskGetMany returns those of the namespace's tasks named by ids that
+	// exist, in no given order: what many TaskGets would return, read
+	// together (a batch submit's tasks).
+	TaskGetMany(ctx context.Context, ns string, ids []string) ([]tessera.Task, error)
+	// TaskUpdateMany is TaskUpdate of each change, in order, sent together
+	// where the backend can. A change whose task is stale or gone fails
+	// it with TaskUpdate's error; the transaction is then to be rolled
+	// back, as which of the others were written is not said.
+	TaskUpdateMany(ctx context.Context, changes []TaskChange) error
 	// TaskClaim leases the next ready task of a queue's lane — highest priority,
 	// then oldest run_at, then id, run_at come — in one atomic operation
 	// with its run: state leased, one more attempt, the lease of p, and a
@@ -193,6 +202,12 @@ type TaskClaim struct {
 	Lane  int64
 	Now   time.Time
 	Lease tessera.Lease
+}
+
+// TaskChange is one task's write of a TaskUpdateMany: After over the
+// task as it was read, Before.
+type TaskChange struct {
+	Before, After *tessera.Task
 }
 
 // TaskClaimMany is what a batch claim writes: TaskClaim's queue, clock

@@ -415,11 +415,13 @@ type tx struct {
 }
 
 // later is a statement sent with the next round trip; cost nil is the
-// BEGIN, which the meter does not count.
+// BEGIN, which the meter does not count. An audit insert's args are its
+// rows, which later events join until it is sent.
 type later struct {
-	sql  string
-	args []any
-	cost *cost
+	sql   string
+	args  []any
+	cost  *cost
+	audit *auditRows
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -461,52 +463,102 @@ func (t *tx) send(ctx context.Context, sql string, args []any, each func(pgx.Row
 		ctx = t.ctx
 	}
 	t.sends++
-	k := t.db.costs.of(sql)
 	if len(t.later) == 0 {
+		k := t.db.costs.of(sql)
 		rows, err := t.c.Query(ctx, k.sent(sql), args...)
 		if err != nil {
 			return 0, t.translate(sql, err)
 		}
 		return t.result(sql, k, rows, each)
 	}
+	n, err := t.batch(ctx, []statement{{sql, args}}, each)
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// statement is one of several sent in one round trip.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// roundTripAll is roundTrip of several statements: what waits and then
+// stmts go in one round trip, and it returns the rows each of stmts
+// changed (or returned). Its first failure fails it.
+func (t *tx) roundTripAll(ctx context.Context, stmts []statement) ([]int64, error) {
+	if err := t.guard(); err != nil {
+		return nil, err
+	}
+	if t.ctx != nil {
+		ctx = t.ctx
+	}
+	t.sends++
+	return t.batch(ctx, stmts, nil)
+}
+
+// batch sends what waits and then stmts as one pgx batch, and reads their
+// results in order; each is called for every row the last statement
+// returns.
+func (t *tx) batch(ctx context.Context, stmts []statement, each func(pgx.Rows) error) ([]int64, error) {
 	b := &pgx.Batch{}
-	for _, l := range t.later {
+	for i := range t.later {
+		l := &t.later[i]
+		if l.audit != nil {
+			l.sql, l.args, l.cost = t.db.auditInsert(l.audit)
+		}
 		b.Queue(l.sql, l.args...)
 	}
-	b.Queue(k.sent(sql), args...)
+	costs := make([]*cost, len(stmts))
+	for i, st := range stmts {
+		costs[i] = t.db.costs.of(st.sql)
+		b.Queue(costs[i].sent(st.sql), st.args...)
+	}
 	waiting := t.later
 	t.later = nil
 	br := t.c.SendBatch(ctx, b)
-	n, err := t.results(sql, k, br, waiting, each)
+	n, err := t.results(stmts, costs, br, waiting, each)
 	if closeErr := br.Close(); err == nil && closeErr != nil {
-		err = t.translate(sql, closeErr)
+		err = t.translate(stmts[len(stmts)-1].sql, closeErr)
 	}
 	return n, err
 }
 
-// results reads a batch's results: the statements that waited, then sql's.
-func (t *tx) results(sql string, k *cost, br pgx.BatchResults, waiting []later, each func(pgx.Rows) error) (int64, error) {
+// results reads a batch's results: the statements that waited, then
+// stmts'.
+func (t *tx) results(stmts []statement, costs []*cost, br pgx.BatchResults, waiting []later, each func(pgx.Rows) error) ([]int64, error) {
 	for _, l := range waiting {
 		rows, err := br.Query()
 		if err != nil {
-			return 0, t.translate(l.sql, err)
+			return nil, t.translate(l.sql, err)
 		}
 		if l.cost == nil { // the BEGIN
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				return 0, t.translate(l.sql, err)
+				return nil, t.translate(l.sql, err)
 			}
 			continue
 		}
 		if _, err := t.result(l.sql, l.cost, rows, nil); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	rows, err := br.Query()
-	if err != nil {
-		return 0, t.translate(sql, err)
+	n := make([]int64, len(stmts))
+	for i, st := range stmts {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, t.translate(st.sql, err)
+		}
+		var rowEach func(pgx.Rows) error
+		if i == len(stmts)-1 {
+			rowEach = each
+		}
+		if n[i], err = t.result(st.sql, costs[i], rows, rowEach); err != nil {
+			return nil, err
+		}
 	}
-	return t.result(sql, k, rows, each)
+	return n, nil
 }
 
 // result reads the rows of a statement of cost k, calling each for

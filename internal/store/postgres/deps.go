@@ -74,6 +74,22 @@ func (t *tx) DependencyChildren(ctx context.Context, ns, parent, after string, l
 	return out, err
 }
 
+// depParentsSQL probes the edge index once per id, reading no edge
+// beyond the first a parent has.
+const depParentsSQL = `SELECT p FROM unnest($2::text[]) AS p
+ WHERE EXISTS (SELECT 1 FROM task_edges WHERE namespace = $1 AND parent_id = p)`
+
+func (t *tx) DependencyParents(ctx context.Context, ns string, ids []string) ([]string, error) {
+	var out []string
+	err := t.query(ctx, depParentsSQL, []any{ns, ids}, func(rows pgx.Rows) error {
+		var id string
+		err := rows.Scan(&id)
+		out = append(out, id)
+		return err
+	})
+	return out, err
+}
+
 func (t *tx) CheckpointPut(ctx context.Context, ns, taskID string, c *tessera.Checkpoint) error {
 	_, err := t.exec(ctx, checkpointPut, ns, taskID, c.RunID, c.Attempt, ms(c.At), string(c.Value))
 	return err

@@ -231,6 +231,38 @@ func (t *tx) task(ctx context.Context, sql, ns, id string) (*tessera.Task, error
 // WHERE against the row that writer committed — a changed version matches
 // nothing, and the caller hears ErrStale.
 func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error {
+	st := taskUpdate(before, after)
+	changed, err := t.exec(ctx, st.sql, st.args...)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", before.ID, err)
+	}
+	return t.taskUpdated(ctx, before, after, changed)
+}
+
+// TaskUpdateMany sends every change's UPDATE in one round trip.
+func (t *tx) TaskUpdateMany(ctx context.Context, changes []store.TaskChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	stmts := make([]statement, len(changes))
+	for i, c := range changes {
+		stmts[i] = taskUpdate(c.Before, c.After)
+	}
+	changed, err := t.roundTripAll(ctx, stmts)
+	if err != nil {
+		return fmt.Errorf("update %d tasks: %w", len(changes), err)
+	}
+	for i, c := range changes {
+		if err := t.taskUpdated(ctx, c.Before, c.After, changed[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// taskUpdate is the UPDATE that writes after over before: the columns
+// that differ, if the row is still at before's version.
+func taskUpdate(before, after *tessera.Task) statement {
 	var cols []string
 	var args []any
 	for _, c := range sqlschema.TaskChanges(before, after) {
@@ -240,11 +272,13 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 	cols = append(cols, "version = version + 1")
 	n := len(args)
 	args = append(args, before.Namespace, before.ID, before.Version)
-	changed, err := t.exec(ctx, `UPDATE tasks SET `+strings.Join(cols, ", ")+
-		fmt.Sprintf(` WHERE namespace = $%d AND id = $%d AND version = $%d`, n+1, n+2, n+3), args...)
-	if err != nil {
-		return fmt.Errorf("update task %s: %w", before.ID, err)
-	}
+	return statement{`UPDATE tasks SET ` + strings.Join(cols, ", ") +
+		fmt.Sprintf(` WHERE namespace = $%d AND id = $%d AND version = $%d`, n+1, n+2, n+3), args}
+}
+
+// taskUpdated follows a task's UPDATE that changed rows: none is ErrStale
+// (or ErrNotFound, the task gone); one moves its counts and public board.
+func (t *tx) taskUpdated(ctx context.Context, before, after *tessera.Task, changed int64) error {
 	if changed == 0 {
 		var one int
 		if err := t.one(ctx, `SELECT 1 FROM tasks WHERE namespace = $1 AND id = $2`, []any{before.Namespace, before.ID}, &one); err != nil {
@@ -266,6 +300,11 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 		}
 	}
 	return nil
+}
+
+// TaskGetMany reads the tasks in one statement, one seek per id.
+func (t *tx) TaskGetMany(ctx context.Context, ns string, ids []string) ([]tessera.Task, error) {
+	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = ANY($2)`, []any{ns, ids})
 }
 
 // claimSQL picks and leases the next ready task and starts its run, in one

@@ -59,6 +59,20 @@ func (t *tx) DependencyChildren(ctx context.Context, ns, parent, after string, l
 	return out, err
 }
 
+func (t *tx) DependencyParents(ctx context.Context, ns string, ids []string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		err := t.c.query(ctx, sqlschema.DependencyIsParent, []any{ns, id}, func(*sqlite3.Stmt) error {
+			out = append(out, id)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (t *tx) CheckpointPut(ctx context.Context, ns, taskID string, c *tessera.Checkpoint) error {
 	_, err := t.c.exec(ctx, sqlschema.CheckpointPut, ns, taskID, c.RunID, c.Attempt, ms(c.At), string(c.Value))
 	return err

@@ -153,6 +153,32 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 	return nil
 }
 
+// TaskGetMany reads the tasks one at a time: in-process, a statement
+// costs no round trip, and each read is TaskGet's one seek.
+func (t *tx) TaskGetMany(ctx context.Context, ns string, ids []string) ([]tessera.Task, error) {
+	out := make([]tessera.Task, 0, len(ids))
+	for _, id := range ids {
+		task, err := t.TaskGet(ctx, ns, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, *task)
+	}
+	return out, nil
+}
+
+func (t *tx) TaskUpdateMany(ctx context.Context, changes []store.TaskChange) error {
+	for _, c := range changes {
+		if err := t.TaskUpdate(ctx, c.Before, c.After); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *tx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	var task *tessera.Task
 	// One statement picks and leases the task. No lock is needed: this

@@ -11,6 +11,7 @@ const (
  FROM task_dependencies WHERE namespace = ? AND task_id = ?`
 	DependencyEdgeAdd  = `INSERT INTO task_edges (namespace, parent_id, child_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
 	DependencyChildren = `SELECT child_id FROM task_edges WHERE namespace = ? AND parent_id = ? AND child_id > ? ORDER BY child_id LIMIT ?`
+	DependencyIsParent = `SELECT 1 FROM task_edges WHERE namespace = ? AND parent_id = ? LIMIT 1`
 
 	CheckpointPut = `INSERT INTO task_checkpoints (namespace, task_id, run_id, attempt, at, value) VALUES (?, ?, ?, ?, ?, ?)
  ON CONFLICT (namespace, task_id) DO UPDATE SET run_id = excluded.run_id, attempt = excluded.attempt, at = excluded.at, value = excluded.value`

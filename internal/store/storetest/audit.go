@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,6 +17,58 @@ func testAudit(t *testing.T, open Opener) {
 		return &tessera.AuditEvent{ID: tessera.IDFloor(when), Time: when, Namespace: ns, PrincipalID: principal,
 			KeyID: "k1", Action: action, Target: "t", RunID: "r1", Status: 200, IPHash: "h", Public: true}
 	}
+
+	// Events written in a row after the transaction read something, with
+	// nothing after them, commit with it: a backend that holds writes
+	// back to send them with the COMMIT must not take them for nothing.
+	t.Run("events written last, after a read, commit", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{}))
+		written := []*tessera.AuditEvent{event("main", "p1", "task.get", at(0)), event("main", "p1", "task.get", at(time.Second))}
+		for _, events := range [][]*tessera.AuditEvent{written[:1], written[1:]} {
+			writeTx(t, s, func(tx store.Tx) error {
+				if _, err := tx.TaskGet(ctx, "main", "01A"); err != nil {
+					return err
+				}
+				for _, e := range events {
+					if err := tx.AuditInsert(ctx, e); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		many := []*tessera.AuditEvent{event("main", "p2", "task.get", at(2*time.Second)), event("main", "p2", "task.get", at(3*time.Second))}
+		many[1].RunID, many[1].Public = "", false
+		writeTx(t, s, func(tx store.Tx) error {
+			if _, err := tx.TaskGet(ctx, "main", "01A"); err != nil {
+				return err
+			}
+			for _, e := range many {
+				if err := tx.AuditInsert(ctx, e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		readTx(t, s, func(tx store.Tx) error {
+			got, err := tx.AuditEvents(ctx, store.AuditFilter{Since: at(-time.Hour), Limit: 10})
+			if err != nil {
+				return err
+			}
+			want := []*tessera.AuditEvent{many[1], many[0], written[1], written[0]}
+			if len(got) != len(want) {
+				t.Fatalf("%d events committed, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !reflect.DeepEqual(&got[i], want[i]) {
+					t.Errorf("event %d:\n got %+v\nwant %+v", i, got[i], *want[i])
+				}
+			}
+			return nil
+		})
+	})
 
 	t.Run("events filter newest first within the window", func(t *testing.T) {
 		ctx := t.Context()

@@ -63,6 +63,14 @@ func testDeps(t *testing.T, open Opener) {
 			if err != nil || len(none) != 0 {
 				t.Fatalf("another namespace's: %v, %v", none, err)
 			}
+			parents, err := tx.DependencyParents(ctx, "ns", []string{"C1", "Q", "X", "P"})
+			slices.Sort(parents)
+			if err != nil || !slices.Equal(parents, []string{"P", "Q"}) {
+				t.Fatalf("the parents among C1, Q, X and P: %v, %v; want P and Q", parents, err)
+			}
+			if none, err := tx.DependencyParents(ctx, "other", []string{"P"}); err != nil || len(none) != 0 {
+				t.Fatalf("parents in another namespace: %v, %v", none, err)
+			}
 			return nil
 		})
 	})

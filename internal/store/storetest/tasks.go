@@ -149,6 +149,62 @@ func testTasks(t *testing.T, open Opener) {
 		wantErr(t, "update in another namespace", err, store.ErrNotFound)
 	})
 
+	t.Run("TaskGetManyAndUpdateMany", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		insertTasks(t, s, taskFixture("01A", taskOpts{}), taskFixture("01B", taskOpts{}), taskFixture("01C", taskOpts{}),
+			taskFixture("01D", taskOpts{ns: "other"}))
+		var read []tessera.Task
+		readTx(t, s, func(tx store.Tx) (err error) {
+			read, err = tx.TaskGetMany(ctx, "main", []string{"01C", "01GONE", "01A", "01D"})
+			return err
+		})
+		slices.SortFunc(read, func(a, b tessera.Task) int { return strings.Compare(a.ID, b.ID) })
+		if len(read) != 2 || read[0].ID != "01A" || read[1].ID != "01C" {
+			t.Fatalf("TaskGetMany of 01C, 01GONE, 01A and another namespace's 01D read %v; want 01A and 01C", read)
+		}
+		for i := range read {
+			if want := getTask(t, s, "main", read[i].ID); !reflect.DeepEqual(&read[i], want) {
+				t.Errorf("TaskGetMany's %s:\n got %+v\nwant %+v", read[i].ID, &read[i], want)
+			}
+		}
+		done, paused := read[0].Copy(), read[1].Copy()
+		done.State, done.Result, done.FinishedAt = tessera.StateSucceeded, json.RawMessage(`{"ok":1}`), ptr(at(time.Second))
+		paused.State = tessera.StatePaused
+		writeTx(t, s, func(tx store.Tx) error {
+			return tx.TaskUpdateMany(ctx, []store.TaskChange{{Before: &read[0], After: done}, {Before: &read[1], After: paused}})
+		})
+		if done.Version != 1 || paused.Version != 1 {
+			t.Errorf("versions after TaskUpdateMany: %d and %d; want 1 and 1", done.Version, paused.Version)
+		}
+		for _, want := range []*tessera.Task{done, paused} {
+			if got := getTask(t, s, "main", want.ID); !reflect.DeepEqual(got, want) {
+				t.Errorf("after TaskUpdateMany %s:\n got %+v\nwant %+v", want.ID, got, want)
+			}
+		}
+		want := map[string]map[string]int{"default": {tessera.StateReady: 1, tessera.StateSucceeded: 1, tessera.StatePaused: 1}}
+		if got := stateCounts(t, s, "main", store.AllTasks); !reflect.DeepEqual(got, want) {
+			t.Errorf("counts after TaskUpdateMany = %v, want %v", got, want)
+		}
+
+		// A stale change fails the whole: what came before it is undone.
+		b := getTask(t, s, "main", "01B")
+		canceled := b.Copy()
+		canceled.State = tessera.StateCanceled
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.TaskUpdateMany(ctx, []store.TaskChange{{Before: b, After: canceled}, {Before: &read[0], After: read[0].Copy()}})
+		})
+		wantErr(t, "TaskUpdateMany over a stale version", err, store.ErrStale)
+		if got := getTask(t, s, "main", "01B"); got.State != tessera.StateReady || got.Version != 0 {
+			t.Errorf("after a failed TaskUpdateMany 01B is %s at version %d; want ready at 0", got.State, got.Version)
+		}
+		gone := taskFixture("01GONE", taskOpts{})
+		err = s.Update(ctx, func(tx store.Tx) error {
+			return tx.TaskUpdateMany(ctx, []store.TaskChange{{Before: gone, After: gone.Copy()}})
+		})
+		wantErr(t, "TaskUpdateMany of a missing task", err, store.ErrNotFound)
+	})
+
 	t.Run("TaskMissingIsNotFound", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)

@@ -276,8 +276,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, a *auth.Actor, ns string, ta
 // insertBatch stores a batch's validated tasks into out and writes a
 // task.enqueue event for each: ev, which the audited action writes once fn
 // returns, becomes the last task's; the others are written here, with the
-// address hash act gives ev, after the tasks, where a backend that can
-// writes them as one statement.
+// address hash act gives ev.
 func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, ns string, tasks []EnqueueParams, ev *tessera.AuditEvent, out *TaskBatch) error {
 	now := ev.Time
 	ipHash, _, err := s.ipHash(ctx, tx, now) // a fresh salt is remembered by act, which reads it again
@@ -286,7 +285,6 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 	}
 	out.Tasks = make([]tessera.Task, len(tasks))
 	refs := map[string]string{}
-	events := make([]*tessera.AuditEvent, 0, len(tasks))
 	for i := range tasks {
 		task := newTask(&tasks[i], a, ns, now)
 		if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
@@ -308,12 +306,9 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		// Ids in request order: ev's was drawn before the others.
 		te.ID, te.Time, te.Action, te.Target, te.Public, te.Status = ids.New(now), now, ActTaskEnqueue, task.ID, task.Public, 201
 		if te != ev {
-			events = append(events, te)
-		}
-	}
-	for _, e := range events {
-		if err := tx.AuditInsert(ctx, e); err != nil {
-			return err
+			if err := tx.AuditInsert(ctx, te); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

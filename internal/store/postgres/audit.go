@@ -15,75 +15,16 @@ const auditEventCols = `namespace, id, time, principal_id, key_id, action, targe
  coalesce(task_id, ''), coalesce(queue, ''), coalesce(state, '')`
 
 // AuditInsert rides with the transaction's next round trip: nothing in it
-// is read back before the commit. Events inserted one after another join
-// one INSERT, so a batch of a hundred claims is one statement of the audit
-// trail, not a hundred.
+// reads the event back, and a failure fails the transaction then.
 func (t *tx) AuditInsert(_ context.Context, e *tessera.AuditEvent) error {
-	if n := len(t.later); n == 0 || t.later[n-1].audit == nil {
-		// Its statement is chosen when it is sent (DB.auditInsert); its
-		// cost says already that it is not the BEGIN.
-		t.later = append(t.later, later{sql: auditInsertManySQL, cost: t.db.costs.of(auditInsertManySQL), audit: &auditRows{}})
-	}
-	t.later[len(t.later)-1].audit.add(e)
+	t.queue(`INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
+ task_id, queue, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		e.Namespace, e.ID, ms(e.Time), e.PrincipalID, e.KeyID, e.Action, e.Target, nullable(e.RunID), e.Status, e.IPHash, e.Public,
+		nullable(e.TaskID), nullable(e.Queue), nullable(e.State))
 	if e.Public {
 		t.tally.unreported(t.db.costs.shapes, "public_events", 1)
 	}
 	return nil
-}
-
-// auditInsert is the statement that inserts rows: one VALUES row, or
-// many unnested from arrays, which cost more to send one row alone.
-func (db *DB) auditInsert(rows *auditRows) (string, []any, *cost) {
-	sql, args := auditInsertManySQL, rows.args()
-	if len(rows.id) == 1 {
-		sql, args = auditInsertOneSQL, rows.first()
-	}
-	k := db.costs.of(sql)
-	return k.sent(sql), args, k
-}
-
-const (
-	auditInsertOneSQL = `INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
- task_id, queue, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
-	auditInsertManySQL = `INSERT INTO audit_events (namespace, id, time, principal_id, key_id, action, target, run_id, status, ip_hash, public,
- task_id, queue, state)
- SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[],
- $10::text[], $11::bool[], $12::text[], $13::text[], $14::text[])`
-)
-
-// auditRows are the events of one audit insert, a column each.
-type auditRows struct {
-	namespace, id, principal, key, action, target, ipHash []string
-	runID, taskID, queue, state                           []*string
-	time                                                  []int64
-	status                                                []int32
-	public                                                []bool
-}
-
-func (r *auditRows) add(e *tessera.AuditEvent) {
-	r.namespace, r.id, r.time = append(r.namespace, e.Namespace), append(r.id, e.ID), append(r.time, ms(e.Time))
-	r.principal, r.key, r.action = append(r.principal, e.PrincipalID), append(r.key, e.KeyID), append(r.action, e.Action)
-	r.target, r.runID, r.status = append(r.target, e.Target), append(r.runID, orNull(e.RunID)), append(r.status, int32(e.Status))
-	r.ipHash, r.public, r.taskID = append(r.ipHash, e.IPHash), append(r.public, e.Public), append(r.taskID, orNull(e.TaskID))
-	r.queue, r.state = append(r.queue, orNull(e.Queue)), append(r.state, orNull(e.State))
-}
-
-func (r *auditRows) args() []any {
-	return []any{r.namespace, r.id, r.time, r.principal, r.key, r.action, r.target, r.runID, r.status, r.ipHash, r.public,
-		r.taskID, r.queue, r.state}
-}
-
-func (r *auditRows) first() []any {
-	return []any{r.namespace[0], r.id[0], r.time[0], r.principal[0], r.key[0], r.action[0], r.target[0], r.runID[0], r.status[0],
-		r.ipHash[0], r.public[0], r.taskID[0], r.queue[0], r.state[0]}
-}
-
-// orNull is s, or NULL for "".
-func orNull(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func (t *tx) AuditEvents(ctx context.Context, f store.AuditFilter) ([]tessera.AuditEvent, error) {

@@ -415,13 +415,11 @@ type tx struct {
 }
 
 // later is a statement sent with the next round trip; cost nil is the
-// BEGIN, which the meter does not count. An audit insert's args are its
-// rows, which later events join until it is sent.
+// BEGIN, which the meter does not count.
 type later struct {
-	sql   string
-	args  []any
-	cost  *cost
-	audit *auditRows
+	sql  string
+	args []any
+	cost *cost
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -503,11 +501,7 @@ func (t *tx) roundTripAll(ctx context.Context, stmts []statement) ([]int64, erro
 // returns.
 func (t *tx) batch(ctx context.Context, stmts []statement, each func(pgx.Rows) error) ([]int64, error) {
 	b := &pgx.Batch{}
-	for i := range t.later {
-		l := &t.later[i]
-		if l.audit != nil {
-			l.sql, l.args, l.cost = t.db.auditInsert(l.audit)
-		}
+	for _, l := range t.later {
 		b.Queue(l.sql, l.args...)
 	}
 	costs := make([]*cost, len(stmts))

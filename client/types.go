@@ -53,7 +53,10 @@ type Task struct {
 	// Trace is the W3C trace context the task was enqueued in: a worker
 	// continues its producer's trace from it (tessera work passes it to
 	// its command as TRACEPARENT and TRACESTATE).
-	Trace           *Trace          `json:"trace,omitempty"`
+	Trace *Trace `json:"trace,omitempty"`
+	// UniqueKey is the key the task was enqueued with
+	// (EnqueueRequest.UniqueKey), if any.
+	UniqueKey       string          `json:"unique_key,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -79,6 +82,9 @@ type Task struct {
 	// Gates are the task's gates, open and answered, on GetTask and on
 	// the answers of OpenGates and AnswerGate, for a task that had any.
 	Gates []Gate `json:"gates,omitempty"`
+	// Deduplicated, on an enqueue's answer, says the task is not new: an
+	// unfinished task of the queue already held the request's UniqueKey.
+	Deduplicated bool `json:"deduplicated,omitempty"`
 }
 
 // A gate is a question a task waits on without holding a worker: a run
@@ -237,6 +243,11 @@ type EnqueueRequest struct {
 	// Gates start the task gated: it is claimable once they are answered.
 	// A task waits on parents (After) or on gates, not both.
 	Gates []GateSpec `json:"gates,omitempty"`
+	// UniqueKey (up to 200 bytes) keeps one unfinished task per key in
+	// the queue: while one holds it, the enqueue answers that task, with
+	// Deduplicated set, instead of a new one. Once it finishes, the key
+	// makes a new task again.
+	UniqueKey string `json:"unique_key,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }

@@ -282,3 +282,23 @@ func TestTablesEscapeBidiControls(t *testing.T) {
 		t.Fatalf("tasks list --json: %s (%v)", js, err)
 	}
 }
+
+// tasks enqueue --unique-key: a repeat while the task is unfinished prints
+// that task's id and says on stderr that nothing new was made; tasks get
+// shows the key.
+func TestEnqueueUniqueKeyCLI(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	admin := testserver.AdminKey
+	first, code := cli(t, srv.URL, admin, "", "tasks", "enqueue", "--title", "sync", "--unique-key", "acct-7", "-q")
+	if code != exitOK {
+		t.Fatalf("first enqueue: exit %d", code)
+	}
+	again, errOut, err := cliRun(t, srv.URL, admin, "", "tasks", "enqueue", "--title", "sync", "--unique-key", "acct-7", "-q")
+	if err != nil || again != first || !strings.Contains(errOut, "holds unique key \"acct-7\"") {
+		t.Errorf("the repeat printed %q, stderr %q, %v; want %q and a note that no task was made", again, errOut, err, first)
+	}
+	got, _ := cli(t, srv.URL, admin, "", "tasks", "get", strings.TrimSpace(first))
+	if !regexp.MustCompile(`(?m)^unique key\s+acct-7$`).MatchString(got) {
+		t.Errorf("tasks get does not show the key:\n%s", got)
+	}
+}

@@ -87,6 +87,7 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs.Var(&requires, "requires", "a capability a worker must show to be granted the task, e.g. gpu or repo:foo (repeat, or comma-separated; at most 16)")
 	fs.StringVar(&req.Group, "group", "", "who the task is for (a tenant, a repository): claims rotate across a queue's groups, whose leases and rate can be capped")
 	fs.StringVar(&req.OnParentFailure, "on-parent-failure", "", `when a parent ends dead or canceled: "cancel" this task too (default) or "run" it anyway`)
+	fs.StringVar(&req.UniqueKey, "unique-key", "", "keep one unfinished task per key in the queue: while one holds it, answer that task instead of a new one")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
 	quiet := fs.Bool("q", false, "print only the task id")
 	_, c, err := cn.parse(fs, args, 0, 0)
@@ -114,6 +115,9 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	t, err := c.Enqueue(ctx, req)
 	if err != nil {
 		return err
+	}
+	if t.Deduplicated {
+		fmt.Fprintf(stderr, "tasks enqueue: task %s holds unique key %q and is not finished: no new task\n", t.ID, t.UniqueKey)
 	}
 	if *quiet {
 		_, err := fmt.Fprintln(stdout, t.ID)
@@ -240,6 +244,9 @@ func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if t.Group != "" {
 			fmt.Fprintf(w, "group\t%s\n", t.Group)
+		}
+		if t.UniqueKey != "" {
+			fmt.Fprintf(w, "unique key\t%s\n", t.UniqueKey)
 		}
 		for _, kv := range [][2]string{{"payload", string(t.Payload)}, {"progress", string(t.Progress)}, {"result", string(t.Result)}, {"error", t.Error}} {
 			if kv[1] != "" && kv[1] != "null" {

@@ -44,3 +44,14 @@ func (r *runner) fleetRows(worker string) {
 	unmatched(999)
 	r.measure("claim_requires_1k_unmatched", func() { r.do(200, "POST", ns+"/v1/claims", worker, gpu) })
 }
+
+// uniqueRows measures an enqueue with a unique key no task holds (the
+// task, and the key's row) and one whose key a task holds: that task
+// answered, and no task written.
+func (r *runner) uniqueRows(worker string) {
+	const ns = "/ns/fleet"
+	keyed := map[string]any{"title": "sync account 7", "queue": "unique", "unique_key": "acct-7"}
+	r.do(201, "POST", ns+"/v1/tasks", worker, map[string]any{"title": "warm", "queue": "unique"})
+	r.measure("enqueue_unique", func() { r.do(201, "POST", ns+"/v1/tasks", worker, keyed) })
+	r.measure("enqueue_unique_hit", func() { r.do(200, "POST", ns+"/v1/tasks", worker, keyed) })
+}

@@ -45,6 +45,8 @@ func (EnqueueParams) Bounds() input.Bounds {
 		"group":    groupBound,
 		"gates": input.List(0, MaxTaskGates, input.Bound{}).
 			Doc("gates the task starts on, each {key, kind, message, schema, url, timeout_seconds, on_timeout}: it is gated, claimable once they are answered"),
+		"unique_key": input.Line(1, MaxUniqueKeyLen).
+			Doc(fmt.Sprintf("up to %d bytes: while an unfinished task of the queue holds this key, the enqueue answers that task (deduplicated: true, status 200) instead of a new one; the key is free again once it finishes", MaxUniqueKeyLen)),
 		"trace": input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
 	}
 }

@@ -261,6 +261,16 @@ func (t *watchedTx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task,
 	return task, err
 }
 
+// A task found holding an enqueue's unique key is the enqueue's event's
+// task, as a task held is.
+func (t *watchedTx) TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error) {
+	task, err := t.Tx.TaskByUniqueKey(ctx, ns, queue, key)
+	if err == nil {
+		t.see(task, false)
+	}
+	return task, err
+}
+
 func (t *watchedTx) TaskClaim(ctx context.Context, p store.TaskClaim) (*tessera.Task, error) {
 	task, err := t.Tx.TaskClaim(ctx, p)
 	if err == nil {

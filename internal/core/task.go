@@ -18,6 +18,7 @@ import (
 // URLs, logs and metric labels.
 const (
 	MaxTitleLen     = 200
+	MaxUniqueKeyLen = 200
 	MaxBriefLen     = 64 << 10
 	MaxPayloadLen   = 256 << 10
 	MaxResultLen    = 256 << 10
@@ -58,6 +59,9 @@ type EnqueueParams struct {
 	// Gates start the task gated (gate.go): it is claimable once they
 	// are answered.
 	Gates []GateSpec `json:"gates,omitempty"`
+	// UniqueKey: while an unfinished task of the queue holds the key,
+	// the enqueue answers that task (deduplicated) instead of a new one.
+	UniqueKey string `json:"unique_key,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
@@ -117,7 +121,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	return &tessera.Task{
 		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
-		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace),
+		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace), UniqueKey: p.UniqueKey,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
@@ -143,6 +147,11 @@ func (s *Service) insertTask(ctx context.Context, tx store.Tx, task *tessera.Tas
 		task.State, task.GateCount = tessera.StateGated, len(gates)
 	}
 	if err := tx.TaskInsert(ctx, task); err != nil {
+		if task.UniqueKey != "" && errors.Is(err, store.ErrConflict) {
+			// Another node's enqueue took the key after this one looked
+			// (uniqueHolder): look again, and find its task.
+			return fmt.Errorf("%w: %w", err, store.ErrRetry)
+		}
 		return err
 	}
 	if err := storeDependency(ctx, tx, task, d); err != nil {
@@ -178,6 +187,14 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
 		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
+			if held, err := uniqueHolder(ctx, tx, ns, &p); held != nil || err != nil {
+				if held != nil {
+					out = *held
+					out.Show(now)
+					ev.Target, ev.Public, ev.Status = held.ID, held.Public, 200
+				}
+				return err
+			}
 			if err := s.insertTask(ctx, tx, task, &p, nil, now); err != nil {
 				return err
 			}
@@ -286,9 +303,16 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 	out.Tasks = make([]tessera.Task, len(tasks))
 	refs := map[string]string{}
 	for i := range tasks {
-		task := newTask(&tasks[i], a, ns, now)
-		if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
-			return inBatch("tasks", i, err)
+		held, err := uniqueHolder(ctx, tx, ns, &tasks[i])
+		if err != nil {
+			return err
+		}
+		task := held
+		if held == nil {
+			task = newTask(&tasks[i], a, ns, now)
+			if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
+				return inBatch("tasks", i, err)
+			}
 		}
 		if ref := tasks[i].Ref; ref != "" {
 			if _, dup := refs[ref]; dup {
@@ -305,6 +329,9 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		}
 		// Ids in request order: ev's was drawn before the others.
 		te.ID, te.Time, te.Action, te.Target, te.Public, te.Status = ids.New(now), now, ActTaskEnqueue, task.ID, task.Public, 201
+		if task.Deduplicated {
+			te.Status = 200
+		}
 		if te != ev {
 			if err := tx.AuditInsert(ctx, te); err != nil {
 				return err
@@ -312,6 +339,23 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		}
 	}
 	return nil
+}
+
+// uniqueHolder returns, deduplicated, the unfinished task of p's queue
+// that holds p's unique key; nil when p has none or no task holds it.
+func uniqueHolder(ctx context.Context, tx store.Tx, ns string, p *EnqueueParams) (*tessera.Task, error) {
+	if p.UniqueKey == "" {
+		return nil, nil
+	}
+	held, err := tx.TaskByUniqueKey(ctx, ns, p.Queue, p.UniqueKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	held.Deduplicated = true
+	return held, nil
 }
 
 // GetTask returns a task with its runs.
@@ -550,6 +594,13 @@ func (s *Service) applyChange(ctx context.Context, tx store.Tx, a *auth.Actor, t
 		}
 		task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
 		task.Error, task.Result, task.FinishedAt = "", nil, nil
+		// Unfinished again, it needs its unique key back.
+		if held, err := uniqueHolder(ctx, tx, ns, &EnqueueParams{Queue: task.Queue, UniqueKey: task.UniqueKey}); held != nil || err != nil {
+			if err == nil {
+				err = tessera.Errorf(tessera.CodeInvalidState, "cannot retry task %s: task %s holds its unique key %q and is not finished", id, held.ID, task.UniqueKey)
+			}
+			return err
+		}
 	default:
 		return errors.New("unknown task change " + string(change))
 	}
@@ -572,6 +623,11 @@ func (s *Service) applyChange(ctx context.Context, tx store.Tx, a *auth.Actor, t
 	}
 	task.UpdatedAt = now
 	if err := tx.TaskUpdate(ctx, before, task); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// Another node's enqueue took the retried task's unique key
+			// after uniqueHolder looked: look again.
+			return fmt.Errorf("%w: %w", err, store.ErrRetry)
+		}
 		return err
 	}
 	task.Dependency = d

@@ -117,8 +117,15 @@ var taskOps = []*Op{
 	op(Op{Name: core.ActTaskEnqueue, Summary: "Enqueue a task",
 		Description: "Put a task on a queue for a worker to claim. Give it a title, a brief (instructions for whoever works it) and a JSON payload; " +
 			"optionally a queue (default \"default\"), priority (higher first), labels, max_attempts (default 3) and run_at to schedule it. " +
-			"Pass an idempotency key to make a retry safe: the same key and input return the first task instead of making another.",
-		HTTP: &Route{Method: "POST", Path: "/v1/tasks", Namespaced: true, Status: http.StatusCreated},
+			"Pass an idempotency key to make a retry safe: the same key and input return the first task instead of making another. " +
+			"Pass a unique_key to keep one unfinished task per key in the queue: while one holds it, the answer is that task with deduplicated true.",
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks", Namespaced: true, Status: http.StatusCreated, Also: []int{http.StatusOK},
+			StatusOf: func(out any) int {
+				if out.(*tessera.Task).Deduplicated {
+					return http.StatusOK
+				}
+				return http.StatusCreated
+			}},
 		Tool: &Tool{Name: "enqueue_task", Title: "Enqueue a task"}},
 		func(ctx context.Context, c *Call, in *enqueueIn) (*tessera.Task, error) {
 			return c.core.Enqueue(ctx, c.Actor, c.NS, c.traced(ctx, in.EnqueueParams), in.IdempotencyKey)
@@ -137,7 +144,15 @@ var taskOps = []*Op{
 		Description: fmt.Sprintf("Put 1–%d tasks on queues in one call, all or none: each task in tasks takes enqueue_task's fields. ", core.MaxBatchTasks) +
 			"If any task is invalid, nothing is enqueued and the error's field names it, e.g. tasks[3].title. The answer lists the tasks in the order given. " +
 			"Pass an idempotency key to make a retry safe: the same key and tasks return the first answer instead of enqueuing them again.",
-		HTTP: &Route{Method: "POST", Path: "/v1/tasks/batch", Namespaced: true, Status: http.StatusCreated},
+		HTTP: &Route{Method: "POST", Path: "/v1/tasks/batch", Namespaced: true, Status: http.StatusCreated, Also: []int{http.StatusOK},
+			StatusOf: func(out any) int {
+				for _, t := range out.(*core.TaskBatch).Tasks {
+					if !t.Deduplicated {
+						return http.StatusCreated
+					}
+				}
+				return http.StatusOK // every task was there already
+			}},
 		Tool: &Tool{Name: "enqueue_tasks", Title: "Enqueue tasks in one call"}},
 		func(ctx context.Context, c *Call, in *enqueueBatchIn) (*core.TaskBatch, error) {
 			for i := range in.Tasks {

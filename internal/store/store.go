@@ -136,6 +136,12 @@ type Tx interface {
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
 	TaskUpdate(ctx context.Context, before, after *tessera.Task) error
+	// TaskByUniqueKey returns the unfinished task of the queue that holds
+	// the unique key (a task holds its key from its insert until it
+	// finishes, and again if it is taken back from finished); ErrNotFound
+	// when none does. TaskInsert and TaskUpdate take a key another task
+	// holds only to fail with ErrConflict.
+	TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error)
 	// TaskGetMany returns those of the namespace's tasks named by ids that
 	// exist, in no given order: what many TaskGets would return, read
 	// together (a batch submit's tasks).

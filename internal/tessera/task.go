@@ -54,7 +54,10 @@ type Task struct {
 	Lane int64 `json:"-"`
 	// Trace is the W3C trace context its producer enqueued it in, which
 	// every claim of it hands the worker to continue; nil for none.
-	Trace           *Trace          `json:"trace,omitempty"`
+	Trace *Trace `json:"trace,omitempty"`
+	// UniqueKey, while the task is not finished, makes another enqueue of
+	// the key in its queue answer this task instead of a new one.
+	UniqueKey       string          `json:"unique_key,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -92,6 +95,9 @@ type Task struct {
 	Gates []Gate `json:"gates,omitempty"`
 	// Runs is filled only when a task is read with its history.
 	Runs []Run `json:"runs,omitempty"`
+	// Deduplicated, in an enqueue's answer, says the task is not new: an
+	// unfinished task already held the enqueue's unique key.
+	Deduplicated bool `json:"deduplicated,omitempty"`
 	// Run is the task's current run, or its last once it ended: it lives
 	// on the task's row, so a claim and the run's end write no row of
 	// their own; an earlier run moves to the history when a claim starts

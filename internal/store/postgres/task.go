@@ -31,6 +31,7 @@ type taskRow struct {
 	run                       runRow
 	requires                  string
 	traceparent, tracestate   *string
+	uniqueKey                 *string
 }
 
 // runRow scans a run's columns (sqlschema.RunCols); a task's run is all
@@ -74,7 +75,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount)...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount, &r.uniqueKey)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -104,6 +105,9 @@ func (r *taskRow) task() (*tessera.Task, error) {
 		}
 	}
 	t.Run = r.run.get(t.ID)
+	if r.uniqueKey != nil {
+		t.UniqueKey = *r.uniqueKey
+	}
 	if r.traceparent != nil {
 		t.Trace = &tessera.Trace{Traceparent: *r.traceparent}
 		if r.tracestate != nil {
@@ -158,9 +162,14 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceArgs(task.Trace)...)
-	args = append(args, task.GateCount)
+	args = append(args, task.GateCount, nullable(task.UniqueKey))
 	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
 		return err
+	}
+	if task.UniqueKey != "" && task.FinishedAt == nil {
+		if err := t.uniqueTake(ctx, task); err != nil {
+			return err
+		}
 	}
 	t.counts.add(task, 1)
 	if task.Public {
@@ -218,9 +227,9 @@ func (t *tx) TaskHold(ctx context.Context, ns, id string) (*tessera.Task, error)
 
 const taskHoldSQL = `SELECT ` + taskCols + ` FROM tasks WHERE namespace = $1 AND id = $2 FOR SHARE`
 
-func (t *tx) task(ctx context.Context, sql, ns, id string) (*tessera.Task, error) {
+func (t *tx) task(ctx context.Context, sql string, args ...any) (*tessera.Task, error) {
 	var r taskRow
-	if err := t.one(ctx, sql, []any{ns, id}, r.dest()...); err != nil {
+	if err := t.one(ctx, sql, args, r.dest()...); err != nil {
 		return nil, err
 	}
 	return r.task()
@@ -287,6 +296,14 @@ func (t *tx) taskUpdated(ctx context.Context, before, after *tessera.Task, chang
 		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
 	}
 	after.Version = before.Version + 1
+	switch take, free := sqlschema.UniqueChange(before, after); {
+	case take:
+		if err := t.uniqueTake(ctx, after); err != nil {
+			return err
+		}
+	case free:
+		t.queue(uniqueFree, after.Namespace, after.Queue, after.UniqueKey, after.ID)
+	}
 	if before.State != after.State {
 		t.counts.move(before.Namespace, before.Queue, before.Public, before.State, after.State, 1)
 	}
@@ -300,6 +317,24 @@ func (t *tx) taskUpdated(ctx context.Context, before, after *tessera.Task, chang
 		}
 	}
 	return nil
+}
+
+var (
+	uniqueTake      = sqlschema.Numbered1(sqlschema.UniqueTake)
+	uniqueFree      = sqlschema.Numbered1(sqlschema.UniqueFree)
+	taskByUniqueKey = sqlschema.Numbered1(sqlschema.TaskByUniqueKey)
+)
+
+// uniqueTake records that task holds its unique key; ErrConflict when
+// another task holds it. Two transactions taking one key meet on
+// task_unique's primary key: the second waits for the first to end.
+func (t *tx) uniqueTake(ctx context.Context, task *tessera.Task) error {
+	return t.insert(ctx, fmt.Sprintf("task %s: unique key %q", task.ID, task.UniqueKey), uniqueTake,
+		task.Namespace, task.Queue, task.UniqueKey, task.ID)
+}
+
+func (t *tx) TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error) {
+	return t.task(ctx, taskByUniqueKey, ns, ns, queue, key)
 }
 
 // TaskGetMany reads the tasks in one statement, one seek per id.

@@ -46,6 +46,7 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Lane:            s.ColumnInt64(36),
 		Trace:           parseTrace(s.ColumnText(37), s.ColumnText(38)),
 		GateCount:       s.ColumnInt(39),
+		UniqueKey:       s.ColumnText(40),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
@@ -110,11 +111,36 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceValues(task.Trace)...)
-	args = append(args, task.GateCount)
+	args = append(args, task.GateCount, task.UniqueKey)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
+	if task.UniqueKey != "" && task.FinishedAt == nil {
+		return t.uniqueTake(ctx, task)
+	}
 	return nil
+}
+
+// uniqueTake records that task holds its unique key; ErrConflict when
+// another task holds it.
+func (t *tx) uniqueTake(ctx context.Context, task *tessera.Task) error {
+	n, err := t.c.exec(ctx, sqlschema.UniqueTake, task.Namespace, task.Queue, task.UniqueKey, task.ID)
+	if err == nil && n == 0 {
+		err = store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("task %s: unique key %q: %w", task.ID, task.UniqueKey, err)
+	}
+	return nil
+}
+
+func (t *tx) TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error) {
+	var task *tessera.Task
+	err := t.one(ctx, sqlschema.TaskByUniqueKey, []any{ns, ns, queue, key}, func(s *sqlite3.Stmt) (err error) {
+		task, err = scanTask(s)
+		return err
+	})
+	return task, err
 }
 
 // TaskHold is TaskGet: the one writer holds every row until it commits.
@@ -150,6 +176,13 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
 	}
 	after.Version = before.Version + 1
+	switch take, free := sqlschema.UniqueChange(before, after); {
+	case take:
+		return t.uniqueTake(ctx, after)
+	case free:
+		_, err := t.c.exec(ctx, sqlschema.UniqueFree, after.Namespace, after.Queue, after.UniqueKey, after.ID)
+		return err
+	}
 	return nil
 }
 

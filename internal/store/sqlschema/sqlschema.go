@@ -130,6 +130,7 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"task_gates", "namespace, task_id, key"},
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
+	{"task_unique", "namespace, queue, unique_key"},
 	{"tasks", "namespace, id"},
 	{"task_counts", "namespace, queue, public, shard"},
 	{"record_versions", "namespace, bucket, key, version"},

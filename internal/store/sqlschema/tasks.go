@@ -54,7 +54,7 @@ func (d Dialect) ClaimOrder() string { return d.readyLeading + "lane, priority D
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
  lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
- ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates`
+ ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates, unique_key`
 
 // Labels is a task's labels as stored: a JSON array of strings.
 func Labels(labels []string) (string, error) {
@@ -306,4 +306,25 @@ func QueueCounts(queue string, total int64, counted [len(CountedStates)]int64) [
 		ready -= counted[i]
 	}
 	return append(out, store.QueueCount{Queue: queue, State: tessera.StateReady, Count: int(ready)})
+}
+
+// The statements of unique keys (migration 0017 on SQLite, 0018 on
+// PostgreSQL): an unfinished task holds its key in task_unique.
+const (
+	UniqueTake = `INSERT INTO task_unique (namespace, queue, unique_key, task_id) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	UniqueFree = `DELETE FROM task_unique WHERE namespace = ? AND queue = ? AND unique_key = ? AND task_id = ?`
+	// TaskByUniqueKey reads the task that holds a key: one seek in
+	// task_unique, one in tasks.
+	TaskByUniqueKey = `SELECT ` + TaskCols + ` FROM tasks WHERE namespace = ? AND id =
+ (SELECT task_id FROM task_unique WHERE namespace = ? AND queue = ? AND unique_key = ?)`
+)
+
+// UniqueChange says what a task's write does to its unique key: a task
+// that finishes frees it, one that comes back from finished (a retry)
+// takes it again.
+func UniqueChange(before, after *tessera.Task) (take, free bool) {
+	if after.UniqueKey == "" {
+		return false, false
+	}
+	return before.FinishedAt != nil && after.FinishedAt == nil, before.FinishedAt == nil && after.FinishedAt != nil
 }

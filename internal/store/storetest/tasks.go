@@ -205,6 +205,84 @@ func testTasks(t *testing.T, open Opener) {
 		wantErr(t, "TaskUpdateMany of a missing task", err, store.ErrNotFound)
 	})
 
+	// An unfinished task holds its unique key in its queue: another task
+	// cannot take it until the first finishes, and a finished task taken
+	// back (a retry) needs it again.
+	t.Run("TaskUniqueKey", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		keyed := func(id, queue string) *tessera.Task {
+			task := taskFixture(id, taskOpts{queue: queue})
+			task.UniqueKey = "order-17 ✓"
+			return task
+		}
+		a := keyed("01A", "q")
+		insertTasks(t, s, a, keyed("01B", "other"), taskFixture("01C", taskOpts{queue: "q"}))
+		holder := func(queue string) string {
+			t.Helper()
+			var id string
+			readTx(t, s, func(tx store.Tx) error {
+				task, err := tx.TaskByUniqueKey(ctx, "main", queue, "order-17 ✓")
+				if errors.Is(err, store.ErrNotFound) {
+					return nil
+				}
+				if err == nil {
+					id = task.ID
+				}
+				return err
+			})
+			return id
+		}
+		if got := holder("q"); got != "01A" {
+			t.Fatalf("the key's holder in q is %q, want 01A", got)
+		}
+		if got := getTask(t, s, "main", "01A"); !reflect.DeepEqual(got, a) {
+			t.Errorf("a keyed task reads back\n got %+v\nwant %+v", got, a)
+		}
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.TaskInsert(ctx, keyed("01D", "q")) })
+		wantErr(t, "a second task with the key", err, store.ErrConflict)
+		readTx(t, s, func(tx store.Tx) error {
+			_, err := tx.TaskGet(ctx, "main", "01D")
+			wantErr(t, "the refused task", err, store.ErrNotFound)
+			_, err = tx.TaskByUniqueKey(ctx, "elsewhere", "q", "order-17 ✓")
+			wantErr(t, "the key in another namespace", err, store.ErrNotFound)
+			return nil
+		})
+
+		done := a.Copy()
+		done.State, done.FinishedAt = tessera.StateCanceled, ptr(at(time.Second))
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, a, done) })
+		if got := holder("q"); got != "" {
+			t.Fatalf("after 01A finished the key is held by %q", got)
+		}
+		insertTasks(t, s, keyed("01D", "q"))
+		if got := holder("q"); got != "01D" {
+			t.Fatalf("the key's holder in q is %q, want 01D", got)
+		}
+		back := done.Copy()
+		back.State, back.FinishedAt = tessera.StateReady, nil
+		err = s.Update(ctx, func(tx store.Tx) error { return tx.TaskUpdate(ctx, done, back) })
+		wantErr(t, "01A back while 01D holds its key", err, store.ErrConflict)
+		if got := getTask(t, s, "main", "01A"); got.State != tessera.StateCanceled {
+			t.Errorf("01A after its refused return is %s, want canceled", got.State)
+		}
+		d := getTask(t, s, "main", "01D")
+		dDone := d.Copy()
+		dDone.State, dDone.FinishedAt = tessera.StateSucceeded, ptr(at(2*time.Second))
+		writeTx(t, s, func(tx store.Tx) error {
+			if err := tx.TaskUpdateMany(ctx, []store.TaskChange{{Before: d, After: dDone}}); err != nil {
+				return err
+			}
+			return tx.TaskUpdate(ctx, done, back)
+		})
+		if got := holder("q"); got != "01A" {
+			t.Fatalf("after 01D finished and 01A came back the key is held by %q, want 01A", got)
+		}
+		if got := holder("other"); got != "01B" {
+			t.Fatalf("the key's holder in queue other is %q, want 01B", got)
+		}
+	})
+
 	t.Run("TaskMissingIsNotFound", func(t *testing.T) {
 		ctx := t.Context()
 		s := open(t)

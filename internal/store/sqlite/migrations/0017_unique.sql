@@ -1,0 +1,14 @@
+-- Issue 40: unique keys. A task enqueued with a unique key holds it, in
+-- task_unique, from its enqueue until it finishes: a second enqueue of the
+-- key in the queue meanwhile finds it there and answers that task. Only
+-- keyed tasks pay for it (a row here, written at the enqueue and deleted
+-- at the finish); tasks.unique_key says which key a task had, in no index.
+CREATE TABLE task_unique (
+  namespace  TEXT NOT NULL,
+  queue      TEXT NOT NULL,
+  unique_key TEXT NOT NULL,
+  task_id    TEXT NOT NULL,
+  PRIMARY KEY (namespace, queue, unique_key)
+) WITHOUT ROWID;
+
+ALTER TABLE tasks ADD COLUMN unique_key TEXT NOT NULL DEFAULT '';

@@ -56,7 +56,10 @@ type Task struct {
 	Trace *Trace `json:"trace,omitempty"`
 	// UniqueKey is the key the task was enqueued with
 	// (EnqueueRequest.UniqueKey), if any.
-	UniqueKey       string          `json:"unique_key,omitempty"`
+	UniqueKey string `json:"unique_key,omitempty"`
+	// DebounceKey is the debounce key the task was enqueued with
+	// (EnqueueRequest.Debounce), if any.
+	DebounceKey     string          `json:"debounce_key,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -85,6 +88,10 @@ type Task struct {
 	// Deduplicated, on an enqueue's answer, says the task is not new: an
 	// unfinished task of the queue already held the request's UniqueKey.
 	Deduplicated bool `json:"deduplicated,omitempty"`
+	// Debounced, on an enqueue's answer, says the task is not new: the
+	// request's Debounce key pointed at it, not yet claimed, and the
+	// enqueue gave it its title, brief and payload and moved its run_at.
+	Debounced bool `json:"debounced,omitempty"`
 }
 
 // A gate is a question a task waits on without holding a worker: a run
@@ -248,8 +255,23 @@ type EnqueueRequest struct {
 	// Deduplicated set, instead of a new one. Once it finishes, the key
 	// makes a new task again.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// Debounce gathers a burst of enqueues into one task; not with
+	// UniqueKey or RunAt.
+	Debounce *Debounce `json:"debounce,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
+}
+
+// Debounce gathers a burst of enqueues of one Key in a queue into one
+// task: while the task the key points at has not been claimed, each
+// enqueue gives it its title, brief and payload and puts it Seconds
+// (1–86,400) ahead, but no later than MaxSeconds (optional, at least
+// Seconds) after the burst's first enqueue. Once it has been claimed the
+// next enqueue makes a new task.
+type Debounce struct {
+	Key        string `json:"key"`
+	Seconds    int    `json:"seconds"`
+	MaxSeconds int    `json:"max_seconds,omitempty"`
 }
 
 // What a task does when a parent ends dead or canceled.

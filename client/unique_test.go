@@ -28,3 +28,19 @@ func TestEnqueueUniqueKey(t *testing.T) {
 		t.Errorf("after the holder was canceled the key answered %s (deduplicated %v); want a new task", next.ID, next.Deduplicated)
 	}
 }
+
+// An enqueue with a Debounce answers the task its key points at while
+// that task is unclaimed, Debounced, with the new title.
+func TestEnqueueDebounce(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	ctx := context.Background()
+	c := newClient(t, srv.URL, testserver.AdminKey)
+	req := client.EnqueueRequest{Queue: "index", Title: "reindex v1", Debounce: &client.Debounce{Key: "doc-9", Seconds: 60}}
+	first := ok(c.Enqueue(ctx, req))
+	req.Title = "reindex v2"
+	again := ok(c.Enqueue(ctx, req))
+	if first.Debounced || first.DebounceKey != "doc-9" || again.ID != first.ID || !again.Debounced || again.Title != "reindex v2" {
+		t.Fatalf("first %s (debounced %v, key %q), again %s (debounced %v, %q); want one task, the second answer debounced and retitled",
+			first.ID, first.Debounced, first.DebounceKey, again.ID, again.Debounced, again.Title)
+	}
+}

@@ -302,3 +302,23 @@ func TestEnqueueUniqueKeyCLI(t *testing.T) {
 		t.Errorf("tasks get does not show the key:\n%s", got)
 	}
 }
+
+// tasks enqueue --debounce-key: a repeat while the task is unclaimed
+// prints that task's id and says on stderr that it was moved on.
+func TestEnqueueDebounceCLI(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	admin := testserver.AdminKey
+	args := []string{"tasks", "enqueue", "--title", "reindex", "--debounce-key", "doc-9", "--debounce-seconds", "60", "-q"}
+	first, code := cli(t, srv.URL, admin, "", args...)
+	if code != exitOK {
+		t.Fatalf("first enqueue: exit %d", code)
+	}
+	again, errOut, err := cliRun(t, srv.URL, admin, "", args...)
+	if err != nil || again != first || !strings.Contains(errOut, "holds debounce key \"doc-9\": moved on") {
+		t.Errorf("the repeat printed %q, stderr %q, %v; want %q and a note that it was moved on", again, errOut, err, first)
+	}
+	got, _ := cli(t, srv.URL, admin, "", "tasks", "get", strings.TrimSpace(first))
+	if !regexp.MustCompile(`(?m)^debounce key\s+doc-9$`).MatchString(got) {
+		t.Errorf("tasks get does not show the key:\n%s", got)
+	}
+}

@@ -88,6 +88,9 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs.StringVar(&req.Group, "group", "", "who the task is for (a tenant, a repository): claims rotate across a queue's groups, whose leases and rate can be capped")
 	fs.StringVar(&req.OnParentFailure, "on-parent-failure", "", `when a parent ends dead or canceled: "cancel" this task too (default) or "run" it anyway`)
 	fs.StringVar(&req.UniqueKey, "unique-key", "", "keep one unfinished task per key in the queue: while one holds it, answer that task instead of a new one")
+	debounceKey := fs.String("debounce-key", "", "gather enqueues of this key into one task while it has not been claimed (with --debounce-seconds)")
+	debounceSeconds := fs.Int("debounce-seconds", 0, "with --debounce-key: run the task this long after the last enqueue of the key")
+	debounceMax := fs.Int("debounce-max-seconds", 0, "with --debounce-key: run it no later than this long after the first")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "Idempotency-Key (generated when empty)")
 	quiet := fs.Bool("q", false, "print only the task id")
 	_, c, err := cn.parse(fs, args, 0, 0)
@@ -98,6 +101,9 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return usagef("tasks enqueue: --title is required")
 	}
 	req.Labels, req.After, req.Requires = labels, after, requires
+	if *debounceKey != "" {
+		req.Debounce = &client.Debounce{Key: *debounceKey, Seconds: *debounceSeconds, MaxSeconds: *debounceMax}
+	}
 	if *payload != "" {
 		p, err := jsonArg("payload", *payload, stdin)
 		if err != nil {
@@ -116,8 +122,11 @@ func tasksEnqueue(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return err
 	}
-	if t.Deduplicated {
+	switch {
+	case t.Deduplicated:
 		fmt.Fprintf(stderr, "tasks enqueue: task %s holds unique key %q and is not finished: no new task\n", t.ID, t.UniqueKey)
+	case t.Debounced:
+		fmt.Fprintf(stderr, "tasks enqueue: task %s, not yet claimed, holds debounce key %q: moved on to %s, no new task\n", t.ID, t.DebounceKey, t.RunAt.Format(time.RFC3339))
 	}
 	if *quiet {
 		_, err := fmt.Fprintln(stdout, t.ID)
@@ -247,6 +256,9 @@ func tasksGet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if t.UniqueKey != "" {
 			fmt.Fprintf(w, "unique key\t%s\n", t.UniqueKey)
+		}
+		if t.DebounceKey != "" {
+			fmt.Fprintf(w, "debounce key\t%s\n", t.DebounceKey)
 		}
 		for _, kv := range [][2]string{{"payload", string(t.Payload)}, {"progress", string(t.Progress)}, {"result", string(t.Result)}, {"error", t.Error}} {
 			if kv[1] != "" && kv[1] != "null" {

@@ -48,7 +48,7 @@ var RowNames = []string{"discovery", "mcp_tools_list_keyed", "keyed_read_main", 
 	"health_500_first", "health_500_repeat",
 	"enqueue_after_1", "enqueue_after_10", "dependency_edge", "heartbeat_checkpoint", "submit_parent_of_10", "settle_per_child",
 	"enqueue_grouped", "claim_grouped", "submit_grouped", "claim_requires", "claim_requires_1k_unmatched",
-	"enqueue_unique", "enqueue_unique_hit",
+	"enqueue_unique", "enqueue_unique_hit", "enqueue_debounce", "enqueue_debounce_hit",
 	"claim_granted_1k_finished", "claim_granted_100k_finished"}
 
 const benchKey = "tsk_benchadmin_abcdefghijklmnopqrstuvwxyz012345"
@@ -453,9 +453,10 @@ var Targets = map[string][2]int64{
 	"mcp_record_write": {3, -1}, "mcp_submit": {4, -1}, "claim_events_wait3": {0, -1}, "keyed_lifecycle": {28, -1},
 	"anon_session_unused": {8, -1}, "anon_lifecycle": {50, -1}, "idle_worker_day": {1500, 5000}, "cold_start": {-1, 5},
 	"health_500_first": {-1, 50},
-	// A unique key costs a keyed task its key's row; a hit writes only
-	// its audit event and reads the task it answers (issue 40).
-	"enqueue_unique": {5, 1}, "enqueue_unique_hit": {1, 2},
+	// A unique or debounce key costs a keyed task its key's row; a unique
+	// hit writes only its audit event and reads the task it answers, a
+	// debounce hit also writes that task (issue 40).
+	"enqueue_unique": {5, 1}, "enqueue_unique_hit": {1, 2}, "enqueue_debounce": {5, 1}, "enqueue_debounce_hit": {2, 2},
 }
 
 // PostgresTargets are Targets on PostgreSQL, for the rows issue 28 names:
@@ -466,7 +467,7 @@ var Targets = map[string][2]int64{
 // and out and its chunk in, each with its key's entry.
 var PostgresTargets = map[string][2]int64{
 	"enqueue": {10, -1}, "claim_granted": {7, -1}, "submit": {7, -1}, "keyed_lifecycle": {59, -1}, "idle_worker_day": {3000, 5000},
-	"enqueue_unique": {9, 1}, "enqueue_unique_hit": {2, 1},
+	"enqueue_unique": {9, 1}, "enqueue_unique_hit": {2, 1}, "enqueue_debounce": {9, 1}, "enqueue_debounce_hit": {3, 3},
 }
 
 // WriteTable prints rows as an aligned table with the targets beside them.

@@ -47,11 +47,16 @@ func (r *runner) fleetRows(worker string) {
 
 // uniqueRows measures an enqueue with a unique key no task holds (the
 // task, and the key's row) and one whose key a task holds: that task
-// answered, and no task written.
+// answered, and no task written; and the same with a debounce key, whose
+// hit writes its task's title and run_at.
 func (r *runner) uniqueRows(worker string) {
 	const ns = "/ns/fleet"
 	keyed := map[string]any{"title": "sync account 7", "queue": "unique", "unique_key": "acct-7"}
 	r.do(201, "POST", ns+"/v1/tasks", worker, map[string]any{"title": "warm", "queue": "unique"})
 	r.measure("enqueue_unique", func() { r.do(201, "POST", ns+"/v1/tasks", worker, keyed) })
 	r.measure("enqueue_unique_hit", func() { r.do(200, "POST", ns+"/v1/tasks", worker, keyed) })
+	debounced := map[string]any{"title": "reindex doc 9", "queue": "unique", "debounce": map[string]any{"key": "doc-9", "seconds": 60}}
+	r.measure("enqueue_debounce", func() { r.do(201, "POST", ns+"/v1/tasks", worker, debounced) })
+	debounced["title"] = "reindex doc 9 again"
+	r.measure("enqueue_debounce_hit", func() { r.do(200, "POST", ns+"/v1/tasks", worker, debounced) })
 }

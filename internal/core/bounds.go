@@ -47,7 +47,25 @@ func (EnqueueParams) Bounds() input.Bounds {
 			Doc("gates the task starts on, each {key, kind, message, schema, url, timeout_seconds, on_timeout}: it is gated, claimable once they are answered"),
 		"unique_key": input.Line(1, MaxUniqueKeyLen).
 			Doc(fmt.Sprintf("up to %d bytes: while an unfinished task of the queue holds this key, the enqueue answers that task (deduplicated: true, status 200) instead of a new one; the key is free again once it finishes", MaxUniqueKeyLen)),
-		"trace": input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
+		"debounce": input.Bound{}.Doc("{key, seconds, max_seconds?}: while the task the key points at in the queue has not been claimed, the enqueue gives it this title, brief and payload and puts it seconds ahead (no later than max_seconds after its first enqueue), answering it with debounced: true (status 200); once it has been claimed, the enqueue makes a new task. Not with unique_key or run_at"),
+		"trace":    input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
+	}
+}
+
+// Debounce windows: a burst is gathered for at most a day, its last
+// enqueue's wait at most a week after its first.
+const (
+	MaxDebounceSeconds    = 24 * 60 * 60
+	MaxDebounceMaxSeconds = 7 * MaxDebounceSeconds
+)
+
+func (Debounce) Bounds() input.Bounds {
+	return input.Bounds{
+		"key": input.Line(1, MaxUniqueKeyLen).Doc(fmt.Sprintf("up to %d bytes, one line: enqueues of one key in a queue gather into one task", MaxUniqueKeyLen)),
+		"seconds": input.Range(1, MaxDebounceSeconds).
+			Doc(fmt.Sprintf("1–%d: the task runs this long after the burst's last enqueue", MaxDebounceSeconds)),
+		"max_seconds": input.Range(1, MaxDebounceMaxSeconds).
+			Doc(fmt.Sprintf("1–%d, at least seconds: the task runs no later than this long after the burst's first enqueue, however long the burst", MaxDebounceMaxSeconds)),
 	}
 }
 

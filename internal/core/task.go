@@ -62,6 +62,19 @@ type EnqueueParams struct {
 	// UniqueKey: while an unfinished task of the queue holds the key,
 	// the enqueue answers that task (deduplicated) instead of a new one.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// Debounce: while the task its key points at has not been claimed,
+	// the enqueue moves that task on (debounced) instead of making one.
+	Debounce *Debounce `json:"debounce,omitempty"`
+}
+
+// Debounce gathers a burst of enqueues into one task: each one, while the
+// task has not been claimed, gives it its title, brief and payload and
+// puts its run_at Seconds ahead, but no later than MaxSeconds after the
+// burst's first enqueue (0: no bound).
+type Debounce struct {
+	Key        string `json:"key"`
+	Seconds    int    `json:"seconds"`
+	MaxSeconds int    `json:"max_seconds,omitempty"`
 }
 
 // validate is what an enqueue's bounds (bounds.go, checked before the
@@ -90,6 +103,16 @@ func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 	if _, err := makeGates(p.Gates, true, 0, now, ""); err != nil {
 		return err
 	}
+	if d := p.Debounce; d != nil {
+		switch {
+		case p.UniqueKey != "":
+			return tessera.Invalid("debounce", "a task is enqueued with a unique_key or a debounce, not both")
+		case p.RunAt != nil:
+			return tessera.Invalid("debounce", "a debounced task's run_at is debounce.seconds ahead of its last enqueue: give no run_at")
+		case d.MaxSeconds != 0 && d.MaxSeconds < d.Seconds:
+			return tessera.Invalid("debounce.max_seconds", "max_seconds (%d) is less than seconds (%d)", d.MaxSeconds, d.Seconds)
+		}
+	}
 	if p.OnParentFailure != "" && len(p.After) == 0 {
 		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
 	}
@@ -114,6 +137,10 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	if p.RunAt != nil && p.RunAt.After(now) {
 		runAt = p.RunAt.UTC().Truncate(time.Millisecond)
 	}
+	var debounceKey string
+	if d := p.Debounce; d != nil {
+		debounceKey, runAt = d.Key, now.Add(time.Duration(d.Seconds)*time.Second)
+	}
 	labels := p.Labels
 	if labels == nil {
 		labels = []string{}
@@ -121,7 +148,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	return &tessera.Task{
 		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
-		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace), UniqueKey: p.UniqueKey,
+		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace), UniqueKey: p.UniqueKey, DebounceKey: debounceKey,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}
@@ -187,18 +214,14 @@ func (s *Service) Enqueue(ctx context.Context, a *auth.Actor, ns string, p Enque
 		ev.Target, ev.Public, ev.Status = task.ID, task.Public, 201
 		e := store.Idempotency{Namespace: ns, PrincipalID: a.Principal.ID, Route: "enqueue", Key: idemKey, CreatedAt: now}
 		replayed, err = idempotent(ctx, tx, ev, e, req, &out, func() error {
-			if held, err := uniqueHolder(ctx, tx, ns, &p); held != nil || err != nil {
-				if held != nil {
-					out = *held
-					out.Show(now)
-					ev.Target, ev.Public, ev.Status = held.ID, held.Public, 200
-				}
+			placed, err := s.place(ctx, tx, task, &p, nil, now)
+			if err != nil {
 				return err
 			}
-			if err := s.insertTask(ctx, tx, task, &p, nil, now); err != nil {
-				return err
+			if placed != task {
+				ev.Target, ev.Public, ev.Status = placed.ID, placed.Public, 200
 			}
-			out = *task
+			out = *placed
 			// The response is remembered as sent: a replay after run_at
 			// must still say scheduled.
 			out.Show(now)
@@ -303,16 +326,9 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 	out.Tasks = make([]tessera.Task, len(tasks))
 	refs := map[string]string{}
 	for i := range tasks {
-		held, err := uniqueHolder(ctx, tx, ns, &tasks[i])
+		task, err := s.place(ctx, tx, newTask(&tasks[i], a, ns, now), &tasks[i], refs, now)
 		if err != nil {
-			return err
-		}
-		task := held
-		if held == nil {
-			task = newTask(&tasks[i], a, ns, now)
-			if err := s.insertTask(ctx, tx, task, &tasks[i], refs, now); err != nil {
-				return inBatch("tasks", i, err)
-			}
+			return inBatch("tasks", i, err)
 		}
 		if ref := tasks[i].Ref; ref != "" {
 			if _, dup := refs[ref]; dup {
@@ -329,7 +345,7 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		}
 		// Ids in request order: ev's was drawn before the others.
 		te.ID, te.Time, te.Action, te.Target, te.Public, te.Status = ids.New(now), now, ActTaskEnqueue, task.ID, task.Public, 201
-		if task.Deduplicated {
+		if task.Deduplicated || task.Debounced {
 			te.Status = 200
 		}
 		if te != ev {
@@ -339,6 +355,78 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 		}
 	}
 	return nil
+}
+
+// place enqueues p inside tx: it answers the task that holds p's unique
+// key, deduplicated, or moves on the unclaimed task p's debounce key
+// points at, debounced, or else inserts task (p's, new).
+func (s *Service) place(ctx context.Context, tx store.Tx, task *tessera.Task, p *EnqueueParams, refs map[string]string, now time.Time) (*tessera.Task, error) {
+	if held, err := uniqueHolder(ctx, tx, task.Namespace, p); held != nil || err != nil {
+		return held, err
+	}
+	var debounced string // the task the debounce key points at
+	if task.DebounceKey != "" {
+		held, from, err := s.debounce(ctx, tx, task, p, now)
+		if held != nil || err != nil {
+			return held, err
+		}
+		debounced = from
+	}
+	if err := s.insertTask(ctx, tx, task, p, refs, now); err != nil {
+		return nil, err
+	}
+	if task.DebounceKey != "" {
+		err := tx.DebouncePoint(ctx, task.Namespace, task.Queue, task.DebounceKey, debounced, task.ID)
+		if errors.Is(err, store.ErrConflict) {
+			// Another node's enqueue of the key pointed it first: look
+			// again, and move that one's task on.
+			return nil, fmt.Errorf("%w: %w", err, store.ErrRetry)
+		}
+		return task, err
+	}
+	return task, nil
+}
+
+// debounce moves on the task p's debounce key points at, if it has not
+// been claimed (never run, not finished): p's title, brief and payload,
+// and a run_at p.Debounce.Seconds from now, no later than MaxSeconds
+// after the task was made. It returns that task, debounced; or nil and
+// the task the key points at ("" for none), which a new task takes it
+// from.
+func (s *Service) debounce(ctx context.Context, tx store.Tx, task *tessera.Task, p *EnqueueParams, now time.Time) (*tessera.Task, string, error) {
+	from, err := tx.DebounceHolder(ctx, task.Namespace, task.Queue, task.DebounceKey)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", err
+	}
+	held, err := tx.TaskGet(ctx, task.Namespace, from)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, from, nil // purged since
+	case err != nil:
+		return nil, "", err
+	case held.Run != nil || held.State == tessera.StateLeased || tessera.Terminal(held.State):
+		return nil, from, nil // claimed: the burst it gathered has started
+	}
+	before := held.Copy()
+	held.Title, held.Brief, held.Payload = task.Title, task.Brief, task.Payload
+	held.RunAt = task.RunAt
+	if limit := p.Debounce.MaxSeconds; limit > 0 {
+		if last := held.CreatedAt.Add(time.Duration(limit) * time.Second); held.RunAt.After(last) {
+			held.RunAt = last
+		}
+	}
+	held.UpdatedAt = now
+	if err := tx.TaskUpdate(ctx, before, held); err != nil {
+		return nil, "", err
+	}
+	if held.State == tessera.StateReady && !held.RunAt.After(now) {
+		tx.Notify(ctx, laneTopic(held))
+	}
+	held.Debounced = true
+	return held, "", nil
 }
 
 // uniqueHolder returns, deduplicated, the unfinished task of p's queue

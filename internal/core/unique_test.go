@@ -118,12 +118,19 @@ func TestUniqueKey(t *testing.T) {
 	}
 }
 
-// Forty enqueues of one key at once make one task: on SQLite's one writer,
-// and on two PostgreSQL nodes, where they race for the key's row.
+// Forty enqueues of one unique key at once make one task, and so do forty
+// of one debounce key: on SQLite's one writer, and on two PostgreSQL
+// nodes, where they race for the key's row.
 func TestUniqueKeyConcurrent(t *testing.T) {
+	keyed := []core.EnqueueParams{
+		{Queue: "unique", Title: "once", UniqueKey: "the-one"},
+		{Queue: "debounce", Title: "gathered", Debounce: &core.Debounce{Key: "the-one", Seconds: 60}},
+	}
 	t.Run("sqlite", func(t *testing.T) {
 		svc, a, _ := service(t, "sqlite")
-		raceUnique(t, []*core.Service{svc, svc}, a)
+		for _, p := range keyed {
+			raceUnique(t, []*core.Service{svc, svc}, a, p)
+		}
 	})
 	t.Run("postgres-two-nodes", func(t *testing.T) {
 		url := pgtest.Schema(t)
@@ -152,14 +159,16 @@ func TestUniqueKeyConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raceUnique(t, nodes, a)
+		for _, p := range keyed {
+			raceUnique(t, nodes, a, p)
+		}
 	})
 }
 
-// raceUnique enqueues one key forty times at once, alternating between
-// the nodes, and checks that every answer is one task and the queue holds
-// only it.
-func raceUnique(t *testing.T, nodes []*core.Service, a *auth.Actor) {
+// raceUnique enqueues p (with a unique or a debounce key) forty times at
+// once, alternating between the nodes, and checks that every answer is one
+// task and p's queue holds only it.
+func raceUnique(t *testing.T, nodes []*core.Service, a *auth.Actor, p core.EnqueueParams) {
 	t.Helper()
 	ctx := context.Background()
 	// The namespace first, whose creation would otherwise line the
@@ -174,7 +183,7 @@ func raceUnique(t *testing.T, nodes []*core.Service, a *auth.Actor) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			task, err := nodes[i%len(nodes)].Enqueue(ctx, a, "main", core.EnqueueParams{Queue: "q", Title: "once", UniqueKey: "the-one"}, "")
+			task, err := nodes[i%len(nodes)].Enqueue(ctx, a, "main", p, "")
 			if errs[i] = err; err == nil {
 				ids[i] = task.ID
 			}
@@ -189,11 +198,80 @@ func raceUnique(t *testing.T, nodes []*core.Service, a *auth.Actor) {
 			t.Fatalf("enqueue %d answered %s, enqueue 0 %s: two tasks for one key", i, ids[i], ids[0])
 		}
 	}
-	list, err := nodes[0].ListTasks(ctx, a, "main", core.ListParams{Queue: "q", Limit: 100})
+	list, err := nodes[0].ListTasks(ctx, a, "main", core.ListParams{Queue: p.Queue, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Tasks) != 1 {
 		t.Errorf("%d tasks in the queue after 40 enqueues of one key, want 1", len(list.Tasks))
+	}
+}
+
+// A debounce key gathers a burst of enqueues into one task while it has
+// not been claimed: each gives it its title and payload and puts it
+// seconds ahead, no later than max_seconds after the first; once it has
+// been claimed the key makes a new task. A batch's items gather too.
+func TestDebounce(t *testing.T) {
+	for backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			svc, a, clock := service(t, backend)
+			t0 := clock.Now()
+			enqueue := func(title string) *tessera.Task {
+				t.Helper()
+				task, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Queue: "q", Title: title, Payload: []byte(`"` + title + `"`),
+					Debounce: &core.Debounce{Key: "doc-9", Seconds: 10, MaxSeconds: 25}}, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return task
+			}
+			first := enqueue("v1")
+			if first.Debounced || first.State != tessera.StateScheduled || !first.RunAt.Equal(t0.Add(10*time.Second)) || first.DebounceKey != "doc-9" {
+				t.Fatalf("the first enqueue: %+v; want a new task scheduled 10 s ahead, holding doc-9", first)
+			}
+			for _, step := range []struct {
+				after time.Duration
+				title string
+				runAt time.Duration // from t0
+			}{{5 * time.Second, "v2", 15 * time.Second}, {8 * time.Second, "v3", 23 * time.Second}, {8 * time.Second, "v4", 25 * time.Second}} {
+				clock.Advance(step.after)
+				got := enqueue(step.title)
+				if got.ID != first.ID || !got.Debounced || got.Title != step.title || string(got.Payload) != `"`+step.title+`"` || !got.RunAt.Equal(t0.Add(step.runAt)) {
+					t.Fatalf("enqueue of %s: %s %q %s run_at %s (debounced %v); want %s with its title and payload, run_at t0+%s, debounced",
+						step.title, got.ID, got.Title, got.Payload, got.RunAt.Sub(t0), got.Debounced, first.ID, step.runAt)
+				}
+			}
+			clock.Advance(4 * time.Second) // t0+25: due
+			claimed, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 10})
+			if err != nil || len(claimed.Claims) != 1 || claimed.Claims[0].Task.Title != "v4" {
+				t.Fatalf("the claim at t0+25: %+v, %v; want the one task, titled v4", claimed, err)
+			}
+			if next := enqueue("v5"); next.ID == first.ID || next.Debounced {
+				t.Errorf("after the claim the key answered %s (debounced %v); want a new task", next.ID, next.Debounced)
+			}
+
+			batch, err := svc.EnqueueBatch(ctx, a, "main", []core.EnqueueParams{
+				{Queue: "b", Title: "a", Debounce: &core.Debounce{Key: "k", Seconds: 30}},
+				{Queue: "b", Title: "b", Debounce: &core.Debounce{Key: "k", Seconds: 30}},
+			}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tk := batch.Tasks; tk[0].Debounced || tk[1].ID != tk[0].ID || !tk[1].Debounced || tk[1].Title != "b" {
+				t.Errorf("a batch of one key twice: %s %v, %s %v %q; want one task, the second item debounced with its title",
+					tk[0].ID, tk[0].Debounced, tk[1].ID, tk[1].Debounced, tk[1].Title)
+			}
+
+			for _, bad := range []core.EnqueueParams{
+				{Title: "x", UniqueKey: "u", Debounce: &core.Debounce{Key: "k", Seconds: 1}},
+				{Title: "x", RunAt: &t0, Debounce: &core.Debounce{Key: "k", Seconds: 1}},
+				{Title: "x", Debounce: &core.Debounce{Key: "k", Seconds: 10, MaxSeconds: 5}},
+			} {
+				if _, err := svc.Enqueue(ctx, a, "main", bad, ""); tessera.ErrorCode(err) != tessera.CodeInvalidRequest {
+					t.Errorf("enqueue %+v: %v; want invalid_request", bad, err)
+				}
+			}
+		})
 	}
 }

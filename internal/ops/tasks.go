@@ -118,10 +118,11 @@ var taskOps = []*Op{
 		Description: "Put a task on a queue for a worker to claim. Give it a title, a brief (instructions for whoever works it) and a JSON payload; " +
 			"optionally a queue (default \"default\"), priority (higher first), labels, max_attempts (default 3) and run_at to schedule it. " +
 			"Pass an idempotency key to make a retry safe: the same key and input return the first task instead of making another. " +
-			"Pass a unique_key to keep one unfinished task per key in the queue: while one holds it, the answer is that task with deduplicated true.",
+			"Pass a unique_key to keep one unfinished task per key in the queue: while one holds it, the answer is that task with deduplicated true. " +
+			"Pass a debounce {key, seconds} to gather a burst of enqueues into one task that runs seconds after the last: the answer is that task with debounced true.",
 		HTTP: &Route{Method: "POST", Path: "/v1/tasks", Namespaced: true, Status: http.StatusCreated, Also: []int{http.StatusOK},
 			StatusOf: func(out any) int {
-				if out.(*tessera.Task).Deduplicated {
+				if t := out.(*tessera.Task); t.Deduplicated || t.Debounced {
 					return http.StatusOK
 				}
 				return http.StatusCreated
@@ -147,7 +148,7 @@ var taskOps = []*Op{
 		HTTP: &Route{Method: "POST", Path: "/v1/tasks/batch", Namespaced: true, Status: http.StatusCreated, Also: []int{http.StatusOK},
 			StatusOf: func(out any) int {
 				for _, t := range out.(*core.TaskBatch).Tasks {
-					if !t.Deduplicated {
+					if !t.Deduplicated && !t.Debounced {
 						return http.StatusCreated
 					}
 				}

@@ -132,7 +132,8 @@ type Tx interface {
 	// still at before.Version (the version before was read at): only the
 	// mutable fields that differ between the two (state, attempts, run_at,
 	// lease, run, cancel flag, result, error, progress, finished_at,
-	// updated_at) are written, and the version goes up by one (after.Version
+	// updated_at; title, brief and payload, which a debounced enqueue
+	// replaces) are written, and the version goes up by one (after.Version
 	// is set to it). A task that changed meanwhile is ErrStale and nothing
 	// is written; a task that is gone is ErrNotFound.
 	TaskUpdate(ctx context.Context, before, after *tessera.Task) error
@@ -142,6 +143,14 @@ type Tx interface {
 	// when none does. TaskInsert and TaskUpdate take a key another task
 	// holds only to fail with ErrConflict.
 	TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error)
+	// DebounceHolder returns the id of the task a debounce key of the
+	// queue points at (which may have been claimed, or purged, since);
+	// ErrNotFound when it points at none. A task that finishes frees the
+	// key it holds (TaskUpdate).
+	DebounceHolder(ctx context.Context, ns, queue, key string) (string, error)
+	// DebouncePoint points a debounce key at task to, if it points at
+	// from ("": at none): ErrConflict when another write moved it first.
+	DebouncePoint(ctx context.Context, ns, queue, key, from, to string) error
 	// TaskGetMany returns those of the namespace's tasks named by ids that
 	// exist, in no given order: what many TaskGets would return, read
 	// together (a batch submit's tasks).

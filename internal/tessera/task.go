@@ -57,7 +57,10 @@ type Task struct {
 	Trace *Trace `json:"trace,omitempty"`
 	// UniqueKey, while the task is not finished, makes another enqueue of
 	// the key in its queue answer this task instead of a new one.
-	UniqueKey       string          `json:"unique_key,omitempty"`
+	UniqueKey string `json:"unique_key,omitempty"`
+	// DebounceKey, while the task has not been claimed, makes another
+	// enqueue of the key in its queue move this task on instead.
+	DebounceKey     string          `json:"debounce_key,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -98,6 +101,10 @@ type Task struct {
 	// Deduplicated, in an enqueue's answer, says the task is not new: an
 	// unfinished task already held the enqueue's unique key.
 	Deduplicated bool `json:"deduplicated,omitempty"`
+	// Debounced, in an enqueue's answer, says the task is not new: it
+	// held the enqueue's debounce key, unclaimed, and the enqueue gave it
+	// its title, brief and payload and moved its run_at.
+	Debounced bool `json:"debounced,omitempty"`
 	// Run is the task's current run, or its last once it ended: it lives
 	// on the task's row, so a claim and the run's end write no row of
 	// their own; an earlier run moves to the history when a claim starts

@@ -31,7 +31,7 @@ type taskRow struct {
 	run                       runRow
 	requires                  string
 	traceparent, tracestate   *string
-	uniqueKey                 *string
+	uniqueKey, debounceKey    *string
 }
 
 // runRow scans a run's columns (sqlschema.RunCols); a task's run is all
@@ -75,7 +75,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount, &r.uniqueKey)...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount, &r.uniqueKey, &r.debounceKey)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -107,6 +107,9 @@ func (r *taskRow) task() (*tessera.Task, error) {
 	t.Run = r.run.get(t.ID)
 	if r.uniqueKey != nil {
 		t.UniqueKey = *r.uniqueKey
+	}
+	if r.debounceKey != nil {
+		t.DebounceKey = *r.debounceKey
 	}
 	if r.traceparent != nil {
 		t.Trace = &tessera.Trace{Traceparent: *r.traceparent}
@@ -162,7 +165,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceArgs(task.Trace)...)
-	args = append(args, task.GateCount, nullable(task.UniqueKey))
+	args = append(args, task.GateCount, nullable(task.UniqueKey), nullable(task.DebounceKey))
 	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
 		return err
 	}
@@ -296,6 +299,9 @@ func (t *tx) taskUpdated(ctx context.Context, before, after *tessera.Task, chang
 		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
 	}
 	after.Version = before.Version + 1
+	if sqlschema.DebounceFreed(before, after) {
+		t.queue(debounceFree, after.Namespace, after.Queue, after.DebounceKey, after.ID)
+	}
 	switch take, free := sqlschema.UniqueChange(before, after); {
 	case take:
 		if err := t.uniqueTake(ctx, after); err != nil {
@@ -320,6 +326,10 @@ func (t *tx) taskUpdated(ctx context.Context, before, after *tessera.Task, chang
 }
 
 var (
+	debounceHolder  = sqlschema.Numbered1(sqlschema.DebounceHolder)
+	debounceTake    = sqlschema.Numbered1(sqlschema.DebounceTake)
+	debounceMove    = sqlschema.Numbered1(sqlschema.DebounceMove)
+	debounceFree    = sqlschema.Numbered1(sqlschema.DebounceFree)
 	uniqueTake      = sqlschema.Numbered1(sqlschema.UniqueTake)
 	uniqueFree      = sqlschema.Numbered1(sqlschema.UniqueFree)
 	taskByUniqueKey = sqlschema.Numbered1(sqlschema.TaskByUniqueKey)
@@ -335,6 +345,30 @@ func (t *tx) uniqueTake(ctx context.Context, task *tessera.Task) error {
 
 func (t *tx) TaskByUniqueKey(ctx context.Context, ns, queue, key string) (*tessera.Task, error) {
 	return t.task(ctx, taskByUniqueKey, ns, ns, queue, key)
+}
+
+func (t *tx) DebounceHolder(ctx context.Context, ns, queue, key string) (string, error) {
+	var id string
+	err := t.one(ctx, debounceHolder, []any{ns, queue, key}, &id)
+	return id, err
+}
+
+// DebouncePoint's conditional writes meet on the key's row: of two
+// transactions moving it from one task, the second waits for the first
+// and then finds it moved (or, both taking a new key, finds it taken).
+func (t *tx) DebouncePoint(ctx context.Context, ns, queue, key, from, to string) error {
+	what := fmt.Sprintf("debounce key %q", key)
+	if from == "" {
+		return t.insert(ctx, what, debounceTake, ns, queue, key, to)
+	}
+	n, err := t.exec(ctx, debounceMove, to, ns, queue, key, from)
+	if err == nil && n == 0 {
+		err = store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // TaskGetMany reads the tasks in one statement, one seek per id.

@@ -47,6 +47,7 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		Trace:           parseTrace(s.ColumnText(37), s.ColumnText(38)),
 		GateCount:       s.ColumnInt(39),
 		UniqueKey:       s.ColumnText(40),
+		DebounceKey:     s.ColumnText(41),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
@@ -111,7 +112,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceValues(task.Trace)...)
-	args = append(args, task.GateCount, task.UniqueKey)
+	args = append(args, task.GateCount, task.UniqueKey, task.DebounceKey)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}
@@ -176,12 +177,41 @@ func (t *tx) TaskUpdate(ctx context.Context, before, after *tessera.Task) error 
 		return fmt.Errorf("task %s at version %d: %w", before.ID, before.Version, store.ErrStale)
 	}
 	after.Version = before.Version + 1
+	if sqlschema.DebounceFreed(before, after) {
+		if _, err := t.c.exec(ctx, sqlschema.DebounceFree, after.Namespace, after.Queue, after.DebounceKey, after.ID); err != nil {
+			return err
+		}
+	}
 	switch take, free := sqlschema.UniqueChange(before, after); {
 	case take:
 		return t.uniqueTake(ctx, after)
 	case free:
 		_, err := t.c.exec(ctx, sqlschema.UniqueFree, after.Namespace, after.Queue, after.UniqueKey, after.ID)
 		return err
+	}
+	return nil
+}
+
+func (t *tx) DebounceHolder(ctx context.Context, ns, queue, key string) (string, error) {
+	var id string
+	err := t.one(ctx, sqlschema.DebounceHolder, []any{ns, queue, key}, func(s *sqlite3.Stmt) error {
+		id = s.ColumnText(0)
+		return nil
+	})
+	return id, err
+}
+
+func (t *tx) DebouncePoint(ctx context.Context, ns, queue, key, from, to string) error {
+	sql, args := sqlschema.DebounceTake, []any{ns, queue, key, to}
+	if from != "" {
+		sql, args = sqlschema.DebounceMove, []any{to, ns, queue, key, from}
+	}
+	n, err := t.c.exec(ctx, sql, args...)
+	if err == nil && n == 0 {
+		err = store.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("debounce key %q: %w", key, err)
 	}
 	return nil
 }

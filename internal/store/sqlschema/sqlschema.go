@@ -36,6 +36,17 @@ func TaskChanges(before, after *tessera.Task) []Change {
 	if before.State != after.State {
 		set("state", after.State)
 	}
+	// A debounced enqueue gives its unclaimed task a new title, brief and
+	// payload.
+	if before.Title != after.Title {
+		set("title", after.Title)
+	}
+	if before.Brief != after.Brief {
+		set("brief", after.Brief)
+	}
+	if !bytes.Equal(before.Payload, after.Payload) {
+		set("payload", after.Payload)
+	}
 	if before.Attempts != after.Attempts {
 		set("attempts", after.Attempts)
 	}
@@ -131,6 +142,7 @@ var namespaceTables = []struct{ Table, Key string }{
 	{"task_events", "namespace, task_id, seq"},
 	{"runs", "namespace, task_id, run_id"},
 	{"task_unique", "namespace, queue, unique_key"},
+	{"task_debounce", "namespace, queue, debounce_key"},
 	{"tasks", "namespace, id"},
 	{"task_counts", "namespace, queue, public, shard"},
 	{"record_versions", "namespace, bucket, key, version"},

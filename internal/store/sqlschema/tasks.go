@@ -54,7 +54,7 @@ func (d Dialect) ClaimOrder() string { return d.readyLeading + "lane, priority D
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
  lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
- ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates, unique_key`
+ ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates, unique_key, debounce_key`
 
 // Labels is a task's labels as stored: a JSON array of strings.
 func Labels(labels []string) (string, error) {
@@ -318,6 +318,21 @@ const (
 	TaskByUniqueKey = `SELECT ` + TaskCols + ` FROM tasks WHERE namespace = ? AND id =
  (SELECT task_id FROM task_unique WHERE namespace = ? AND queue = ? AND unique_key = ?)`
 )
+
+// The statements of debounce keys: the task a key points at, which an
+// enqueue of the key moves on while it has not been claimed.
+const (
+	DebounceHolder = `SELECT task_id FROM task_debounce WHERE namespace = ? AND queue = ? AND debounce_key = ?`
+	DebounceTake   = `INSERT INTO task_debounce (namespace, queue, debounce_key, task_id) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	DebounceMove   = `UPDATE task_debounce SET task_id = ? WHERE namespace = ? AND queue = ? AND debounce_key = ? AND task_id = ?`
+	DebounceFree   = `DELETE FROM task_debounce WHERE namespace = ? AND queue = ? AND debounce_key = ? AND task_id = ?`
+)
+
+// DebounceFreed says a task's write finishes a task that a debounce key
+// may still point at: the key is then free.
+func DebounceFreed(before, after *tessera.Task) bool {
+	return after.DebounceKey != "" && before.FinishedAt == nil && after.FinishedAt != nil
+}
 
 // UniqueChange says what a task's write does to its unique key: a task
 // that finishes frees it, one that comes back from finished (a retry)

@@ -86,11 +86,12 @@ func testTasks(t *testing.T, open Opener) {
 		leased.Result = json.RawMessage(`{"r":1}`)
 		leased.Error = "boom"
 		leased.Progress = json.RawMessage(`{"pct":10}`)
+		leased.Title, leased.Brief, leased.Payload = "retitled", "rebriefed", json.RawMessage(`{"rev":2}`) // a debounced enqueue's
 		leased.FinishedAt = ptr(at(2 * time.Second))
 		leased.Lease = &tessera.Lease{TaskID: "01A", RunID: "run1", Holder: "p-w", ExpiresAt: at(time.Minute), Seconds: 60, TokenHash: []byte("tok")}
 		// Immutable fields given to an update are not written.
 		sneaky := leased.Copy()
-		sneaky.Title, sneaky.Queue, sneaky.Priority, sneaky.CreatedBy = "changed", "other", 99, "someone"
+		sneaky.Queue, sneaky.Priority, sneaky.CreatedBy = "other", 99, "someone"
 		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, orig, sneaky) })
 		if sneaky.Version != 1 {
 			t.Errorf("after the first update the task's version is %d, want 1", sneaky.Version)
@@ -280,6 +281,65 @@ func testTasks(t *testing.T, open Opener) {
 		}
 		if got := holder("other"); got != "01B" {
 			t.Fatalf("the key's holder in queue other is %q, want 01B", got)
+		}
+	})
+
+	// A debounce key points at one task at a time, moved only from the
+	// task it points at; the task's finish frees it; a debounced write
+	// replaces the task's title, brief and payload.
+	t.Run("TaskDebounceKey", func(t *testing.T) {
+		ctx := t.Context()
+		s := open(t)
+		a := taskFixture("01A", taskOpts{queue: "q"})
+		a.DebounceKey = "doc-9"
+		insertTasks(t, s, a)
+		holder := func() string {
+			t.Helper()
+			var id string
+			readTx(t, s, func(tx store.Tx) (err error) {
+				id, err = tx.DebounceHolder(ctx, "main", "q", "doc-9")
+				if errors.Is(err, store.ErrNotFound) {
+					return nil
+				}
+				return err
+			})
+			return id
+		}
+		if got := holder(); got != "" {
+			t.Fatalf("before any point the key points at %q", got)
+		}
+		writeTx(t, s, func(tx store.Tx) error { return tx.DebouncePoint(ctx, "main", "q", "doc-9", "", "01A") })
+		err := s.Update(ctx, func(tx store.Tx) error { return tx.DebouncePoint(ctx, "main", "q", "doc-9", "", "01B") })
+		wantErr(t, "taking a key that points at a task", err, store.ErrConflict)
+		err = s.Update(ctx, func(tx store.Tx) error { return tx.DebouncePoint(ctx, "main", "q", "doc-9", "01X", "01B") })
+		wantErr(t, "moving a key from a task it does not point at", err, store.ErrConflict)
+		if got := holder(); got != "01A" {
+			t.Fatalf("the key points at %q, want 01A", got)
+		}
+
+		moved := a.Copy()
+		moved.Title, moved.Brief, moved.Payload = "newer", "brief 2", json.RawMessage(`{"rev":2}`)
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, a, moved) })
+		if got := getTask(t, s, "main", "01A"); !reflect.DeepEqual(got, moved) {
+			t.Errorf("after a debounced write\n got %+v\nwant %+v", got, moved)
+		}
+
+		insertTasks(t, s, taskFixture("01B", taskOpts{queue: "q"}))
+		writeTx(t, s, func(tx store.Tx) error { return tx.DebouncePoint(ctx, "main", "q", "doc-9", "01A", "01B") })
+		// 01A finishing no longer frees the key: it points at 01B.
+		done := moved.Copy()
+		done.State, done.FinishedAt = tessera.StateSucceeded, ptr(at(time.Second))
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, moved, done) })
+		if got := holder(); got != "01B" {
+			t.Fatalf("after 01A finished the key points at %q, want 01B", got)
+		}
+		b := getTask(t, s, "main", "01B")
+		b.DebounceKey = "doc-9" // as if enqueued with it: the fixture has none
+		bDone := b.Copy()
+		bDone.State, bDone.FinishedAt = tessera.StateCanceled, ptr(at(2*time.Second))
+		writeTx(t, s, func(tx store.Tx) error { return tx.TaskUpdate(ctx, b, bDone) })
+		if got := holder(); got != "" {
+			t.Fatalf("after 01B finished the key points at %q, want none", got)
 		}
 	})
 

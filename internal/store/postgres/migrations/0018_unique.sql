@@ -12,3 +12,15 @@ CREATE TABLE task_unique (
 );
 
 ALTER TABLE tasks ADD COLUMN unique_key text;
+
+-- Debounce keys, as SQLite's 0017: the task a key points at, moved on by
+-- another enqueue of the key while it has not been claimed.
+CREATE TABLE task_debounce (
+  namespace    TEXT COLLATE "C" NOT NULL,
+  queue        TEXT COLLATE "C" NOT NULL,
+  debounce_key TEXT COLLATE "C" NOT NULL,
+  task_id      TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (namespace, queue, debounce_key)
+);
+
+ALTER TABLE tasks ADD COLUMN debounce_key text;

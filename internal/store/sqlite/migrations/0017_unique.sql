@@ -12,3 +12,18 @@ CREATE TABLE task_unique (
 ) WITHOUT ROWID;
 
 ALTER TABLE tasks ADD COLUMN unique_key TEXT NOT NULL DEFAULT '';
+
+-- Debounce keys: a task enqueued with one holds it in task_debounce until
+-- it finishes; while it has not been claimed, another enqueue of the key
+-- moves it on (its title, brief, payload and run_at) instead of making a
+-- task. Once it has been claimed the next enqueue points the key at a new
+-- task. tasks.debounce_key says which key a task had, in no index.
+CREATE TABLE task_debounce (
+  namespace    TEXT NOT NULL,
+  queue        TEXT NOT NULL,
+  debounce_key TEXT NOT NULL,
+  task_id      TEXT NOT NULL,
+  PRIMARY KEY (namespace, queue, debounce_key)
+) WITHOUT ROWID;
+
+ALTER TABLE tasks ADD COLUMN debounce_key TEXT NOT NULL DEFAULT '';

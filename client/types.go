@@ -59,7 +59,9 @@ type Task struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	// DebounceKey is the debounce key the task was enqueued with
 	// (EnqueueRequest.Debounce), if any.
-	DebounceKey     string          `json:"debounce_key,omitempty"`
+	DebounceKey string `json:"debounce_key,omitempty"`
+	// ParentResults says claims of the task carry its parents' ends.
+	ParentResults   bool            `json:"parent_results,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`
@@ -258,6 +260,9 @@ type EnqueueRequest struct {
 	// Debounce gathers a burst of enqueues into one task; not with
 	// UniqueKey or RunAt.
 	Debounce *Debounce `json:"debounce,omitempty"`
+	// ParentResults, with After, hands every claim of the task its
+	// parents' outcomes and results (Claim.Parents, Job.Parents).
+	ParentResults bool `json:"parent_results,omitempty"`
 	// IdempotencyKey is sent as the header; one is generated when empty.
 	IdempotencyKey string `json:"-"`
 }
@@ -343,6 +348,22 @@ type Claim struct {
 	// GateAnswers are the answers to the task's gates, by key, for a task
 	// that had gates; nil otherwise.
 	GateAnswers map[string]GateAnswer `json:"gate_answers,omitempty"`
+	// Parents are the ends of the tasks this one was enqueued after, in
+	// its After's order, for a task enqueued with ParentResults.
+	Parents []ParentResult `json:"parents,omitempty"`
+}
+
+// ParentResult is a parent's end: Outcome is the state it finished in
+// (succeeded; dead or canceled under OnParentFailure "run"; "purged" when
+// retention deleted it since). Its Result is inline up to 64 KiB, and
+// while the claim's inline results stay within 1 MiB; past that
+// ResultOmitted is set and GetTask(TaskID) reads it.
+type ParentResult struct {
+	TaskID        string          `json:"task_id"`
+	Outcome       string          `json:"outcome"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	ResultOmitted bool            `json:"result_omitted,omitempty"`
 }
 
 // HeartbeatRequest extends a lease. Progress is any JSON value (≤ 4 KiB);

@@ -30,6 +30,9 @@ type Job struct {
 	// that had none. A decline is an answer too: the handler decides what
 	// it means.
 	GateAnswers map[string]GateAnswer
+	// Parents are the ends (outcome, result) of the tasks this one was
+	// enqueued after, for a task enqueued with ParentResults.
+	Parents []ParentResult
 
 	keeper *Keeper
 }
@@ -246,7 +249,7 @@ func (c *Client) handle(work context.Context, cl *Claim, handler Handler, keep K
 	lease := c.Keep(work, cl, keep)
 	defer lease.Stop()
 	kept := lease.Claim()
-	job := &Job{Task: &kept.Task, Lease: &kept.Lease, PreviousCheckpoint: kept.PreviousCheckpoint, GateAnswers: kept.GateAnswers, keeper: lease}
+	job := &Job{Task: &kept.Task, Lease: &kept.Lease, PreviousCheckpoint: kept.PreviousCheckpoint, GateAnswers: kept.GateAnswers, Parents: kept.Parents, keeper: lease}
 	result, err := call(lease.Context(), handler, job, log)
 	// Submits and releases are not cut short by the drain.
 	ctx := context.WithoutCancel(work)

@@ -47,8 +47,9 @@ func (EnqueueParams) Bounds() input.Bounds {
 			Doc("gates the task starts on, each {key, kind, message, schema, url, timeout_seconds, on_timeout}: it is gated, claimable once they are answered"),
 		"unique_key": input.Line(1, MaxUniqueKeyLen).
 			Doc(fmt.Sprintf("up to %d bytes: while an unfinished task of the queue holds this key, the enqueue answers that task (deduplicated: true, status 200) instead of a new one; the key is free again once it finishes", MaxUniqueKeyLen)),
-		"debounce": input.Bound{}.Doc("{key, seconds, max_seconds?}: while the task the key points at in the queue has not been claimed, the enqueue gives it this title, brief and payload and puts it seconds ahead (no later than max_seconds after its first enqueue), answering it with debounced: true (status 200); once it has been claimed, the enqueue makes a new task. Not with unique_key or run_at"),
-		"trace":    input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
+		"parent_results": input.Bound{}.Doc(fmt.Sprintf("with after: every claim of the task carries parents, each parent's {task_id, outcome, result, error}, results inline up to %d KiB each and %d KiB in all (past that result_omitted, for GET /v1/tasks/{task_id})", MaxInlineParentResult>>10, MaxInlineParentResults>>10)),
+		"debounce":       input.Bound{}.Doc("{key, seconds, max_seconds?}: while the task the key points at in the queue has not been claimed, the enqueue gives it this title, brief and payload and puts it seconds ahead (no later than max_seconds after its first enqueue), answering it with debounced: true (status 200); once it has been claimed, the enqueue makes a new task. Not with unique_key or run_at"),
+		"trace":          input.Bound{}.Doc("the W3C trace context the task is enqueued in, {traceparent, tracestate}, which every claim of it hands the worker (over HTTP the traceparent and tracestate headers give it)"),
 	}
 }
 

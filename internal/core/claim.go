@@ -67,6 +67,10 @@ type Claimed struct {
 	// GateAnswers are the answers to the task's gates, by key, for a
 	// task that was gated (gate.go).
 	GateAnswers map[string]*tessera.GateAnswer `json:"gate_answers,omitempty"`
+	// Parents are the outcomes and results of the tasks this one was
+	// enqueued after, in its after's order, for a task enqueued with
+	// parent_results (deps.go).
+	Parents []ParentResult `json:"parents,omitempty"`
 	// QueuePaused, on an empty answer, says the queue is paused: nothing
 	// is granted until it is resumed.
 	QueuePaused bool `json:"queue_paused,omitempty"`
@@ -315,6 +319,9 @@ func (s *Service) tryClaim(ctx context.Context, a *auth.Actor, ns, queue string,
 				}
 			}
 			if out[i].GateAnswers, err = gateAnswers(ctx, tx, task); err != nil {
+				return err
+			}
+			if out[i].Parents, err = parentResults(ctx, tx, task); err != nil {
 				return err
 			}
 			// Each task granted is a claim of it; the audited action's own

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -382,4 +383,66 @@ func (s *Service) Dependents(ctx context.Context, a *auth.Actor, ns, id, cursor 
 		return nil
 	})
 	return page, err
+}
+
+// ParentResult is a parent's end as a claim of its child hands it over:
+// its outcome (the state it finished in: succeeded, or under
+// on_parent_failure "run" dead or canceled; "purged" when retention
+// deleted it since) and its result, inline up to MaxInlineParentResult
+// bytes while the claim's inlined results stay within
+// MaxInlineParentResults; a result past either is left out, with
+// ResultOmitted set, for the holder to read with GET /v1/tasks/{task_id}.
+type ParentResult struct {
+	TaskID        string          `json:"task_id"`
+	Outcome       string          `json:"outcome"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	ResultOmitted bool            `json:"result_omitted,omitempty"`
+}
+
+// Bounds of the parents' results a claim inlines.
+const (
+	MaxInlineParentResult  = 64 << 10
+	MaxInlineParentResults = 1 << 20
+)
+
+// OutcomePurged is a parent retention deleted before its child's claim.
+const OutcomePurged = "purged"
+
+// parentResults reads, for a task enqueued with parent_results, its
+// parents' ends: one read of its dependency and one of its parents.
+func parentResults(ctx context.Context, tx store.Tx, task *tessera.Task) ([]ParentResult, error) {
+	if !task.ParentResults {
+		return nil, nil
+	}
+	d, err := tx.DependencyGet(ctx, task.Namespace, task.ID)
+	if err != nil {
+		return nil, fmt.Errorf("task %s parent results: %w", task.ID, err)
+	}
+	parents, err := tx.TaskGetMany(ctx, task.Namespace, d.After)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*tessera.Task, len(parents))
+	for i := range parents {
+		byID[parents[i].ID] = &parents[i]
+	}
+	out := make([]ParentResult, len(d.After))
+	inlined := 0
+	for i, id := range d.After {
+		out[i] = ParentResult{TaskID: id, Outcome: OutcomePurged}
+		p := byID[id]
+		if p == nil {
+			continue
+		}
+		out[i].Outcome, out[i].Error = p.State, p.Error
+		if n := len(p.Result); n > 0 {
+			if n > MaxInlineParentResult || inlined+n > MaxInlineParentResults {
+				out[i].ResultOmitted = true
+				continue
+			}
+			out[i].Result, inlined = p.Result, inlined+n
+		}
+	}
+	return out, nil
 }

@@ -65,6 +65,9 @@ type EnqueueParams struct {
 	// Debounce: while the task its key points at has not been claimed,
 	// the enqueue moves that task on (debounced) instead of making one.
 	Debounce *Debounce `json:"debounce,omitempty"`
+	// ParentResults hands the parents' (After's) outcomes and results to
+	// every claim of the task.
+	ParentResults bool `json:"parent_results,omitempty"`
 }
 
 // Debounce gathers a burst of enqueues into one task: each one, while the
@@ -113,6 +116,9 @@ func (p *EnqueueParams) validate(now time.Time, batch bool) error {
 			return tessera.Invalid("debounce.max_seconds", "max_seconds (%d) is less than seconds (%d)", d.MaxSeconds, d.Seconds)
 		}
 	}
+	if p.ParentResults && len(p.After) == 0 {
+		return tessera.Invalid("parent_results", "parent_results hands a task its parents' results: enqueue it after them (after)")
+	}
 	if p.OnParentFailure != "" && len(p.After) == 0 {
 		return tessera.Invalid("on_parent_failure", "on_parent_failure applies to a task enqueued after others (after)")
 	}
@@ -148,7 +154,7 @@ func newTask(p *EnqueueParams, a *auth.Actor, ns string, now time.Time) *tessera
 	return &tessera.Task{
 		Namespace: ns, ID: ids.New(now), Queue: p.Queue, Title: p.Title, Brief: p.Brief,
 		Payload: nullToNil(p.Payload), Labels: labels, Priority: p.Priority, Public: p.Public,
-		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace), UniqueKey: p.UniqueKey, DebounceKey: debounceKey,
+		Requires: canonical(p.Requires), Group: p.Group, Trace: (*tessera.Trace)(p.Trace), UniqueKey: p.UniqueKey, DebounceKey: debounceKey, ParentResults: p.ParentResults,
 		MaxAttempts: maxAttempts, State: tessera.StateReady, RunAt: runAt,
 		CreatedBy: a.Principal.ID, CreatedAt: now, UpdatedAt: now,
 	}

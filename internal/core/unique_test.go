@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +273,73 @@ func TestDebounce(t *testing.T) {
 				if _, err := svc.Enqueue(ctx, a, "main", bad, ""); tessera.ErrorCode(err) != tessera.CodeInvalidRequest {
 					t.Errorf("enqueue %+v: %v; want invalid_request", bad, err)
 				}
+			}
+		})
+	}
+}
+
+// A child enqueued with parent_results gets its parents' ends in its
+// claim, in its after's order: outcomes, errors, results inline within
+// their bounds (a result past 64 KiB left out, flagged); a child enqueued
+// without it gets none.
+func TestParentResults(t *testing.T) {
+	for backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			svc, a, _ := service(t, backend)
+			parents := enqueueN(t, svc, a, 3)
+			child, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Queue: "kids", Title: "child", After: []string{parents[2], parents[0], parents[1]},
+				OnParentFailure: tessera.ParentFailureRun, ParentResults: true}, "")
+			if err != nil || !child.ParentResults {
+				t.Fatalf("child: %+v, %v", child, err)
+			}
+			plain, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Queue: "plain", Title: "plain", After: parents[:1]}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			big := []byte(`"` + strings.Repeat("x", core.MaxInlineParentResult) + `"`)
+			got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 3})
+			if err != nil || len(got.Claims) != 3 {
+				t.Fatalf("claims: %+v, %v", got, err)
+			}
+			for _, c := range got.Claims {
+				p := core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded", Result: []byte(`{"from":"` + c.Task.ID + `"}`)}
+				switch c.Task.ID {
+				case parents[1]:
+					p.Result = big
+				case parents[2]:
+					p.Outcome, p.Result, p.Error = "failed", nil, "no luck"
+				}
+				if _, err := svc.Submit(ctx, a, "main", c.Task.ID, p, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// parents[2] failed with attempts left: it is retried; cancel
+			// it, so the child (on_parent_failure run) becomes ready.
+			if _, err := svc.ChangeTask(ctx, a, "main", parents[2], core.ChangeCancel, false); err != nil {
+				t.Fatal(err)
+			}
+			claim := func(queue string) core.Claimed {
+				t.Helper()
+				got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: queue, LeaseSeconds: 60}, Max: 1})
+				if err != nil || len(got.Claims) != 1 {
+					t.Fatalf("claim of %s: %+v, %v", queue, got, err)
+				}
+				return got.Claims[0]
+			}
+			want := []core.ParentResult{
+				{TaskID: parents[2], Outcome: tessera.StateCanceled, Error: "no luck"},
+				{TaskID: parents[0], Outcome: tessera.StateSucceeded, Result: []byte(`{"from":"` + parents[0] + `"}`)},
+				{TaskID: parents[1], Outcome: tessera.StateSucceeded, ResultOmitted: true},
+			}
+			if c := claim("kids"); !reflect.DeepEqual(c.Parents, want) {
+				t.Errorf("the child's claim carries parents\n%+v\nwant\n%+v", c.Parents, want)
+			}
+			if c := claim("plain"); c.Task.ID != plain.ID || c.Parents != nil {
+				t.Errorf("a child without parent_results was handed %+v", c.Parents)
+			}
+			if _, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "orphan", ParentResults: true}, ""); tessera.ErrorCode(err) != tessera.CodeInvalidRequest {
+				t.Errorf("parent_results without after: %v; want invalid_request", err)
 			}
 		})
 	}

@@ -425,3 +425,26 @@ func TestAGateLineThatIsNoGateFailsTheRun(t *testing.T) {
 	}
 	h.noneLeased()
 }
+
+// A task enqueued after others with parent_results runs with its parents'
+// ends in TESSERA_PARENTS_FILE: here the parent's run printed the result
+// the child reads back.
+func TestACommandReadsItsParentsResults(t *testing.T) {
+	h := newHarness(t)
+	parent := h.enqueue(nil, 1)
+	h.run(1, `echo '{"rows":17}'`, nil)
+	child, err := h.c.Enqueue(context.Background(), client.EnqueueRequest{Queue: "work", Title: "child", After: []string{parent.ID}, ParentResults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run(1, `cat "$TESSERA_PARENTS_FILE"`, nil)
+	got := h.task(child.ID)
+	var parents []client.ParentResult
+	if err := json.Unmarshal(got.Result, &parents); err != nil || got.State != client.StateSucceeded {
+		t.Fatalf("the child: %s, result %s (error %q)", got.State, got.Result, got.Error)
+	}
+	if len(parents) != 1 || parents[0].TaskID != parent.ID || parents[0].Outcome != client.StateSucceeded || string(parents[0].Result) != `{"rows":17}` {
+		t.Errorf("the child read its parents as %s", got.Result)
+	}
+	h.noneLeased()
+}

@@ -123,8 +123,10 @@ func environ() []string {
 // stdin, stdout to a temporary file, stderr kept (its tail) and copied,
 // file descriptor 3 read for progress, checkpoint and gate lines; the
 // previous attempt's checkpoint, when it left one, and the answers of the
-// task's gates, when it had any, in files its environment names
-// (TESSERA_CHECKPOINT_FILE, TESSERA_GATE_ANSWERS_FILE); and the task's
+// task's gates, when it had any, and its parents' ends, when it was
+// enqueued with parent_results, in files its environment names
+// (TESSERA_CHECKPOINT_FILE, TESSERA_GATE_ANSWERS_FILE,
+// TESSERA_PARENTS_FILE); and the task's
 // trace context, when it has one, as TRACEPARENT and TRACESTATE.
 func start(cfg Config, job *client.Job) (*child, error) {
 	out, err := os.CreateTemp("", "tessera-work-stdout-")
@@ -154,13 +156,23 @@ func start(cfg Config, job *client.Job) (*child, error) {
 		}
 		env = append(env, "TESSERA_CHECKPOINT_FILE="+name, "TESSERA_CHECKPOINT_ATTEMPT="+strconv.Itoa(c.Attempt))
 	}
-	if job.GateAnswers != nil {
-		name, err := ch.writeFile("gate-answers", job.GateAnswers)
+	for _, f := range []struct {
+		name, env string
+		v         any
+		has       bool
+	}{
+		{"gate-answers", "TESSERA_GATE_ANSWERS_FILE", job.GateAnswers, job.GateAnswers != nil},
+		{"parents", "TESSERA_PARENTS_FILE", job.Parents, job.Parents != nil},
+	} {
+		if !f.has {
+			continue
+		}
+		name, err := ch.writeFile(f.name, f.v)
 		if err != nil {
 			ch.cleanup()
 			return nil, err
 		}
-		env = append(env, "TESSERA_GATE_ANSWERS_FILE="+name)
+		env = append(env, f.env+"="+name)
 	}
 	progressR, progressW, err := os.Pipe()
 	if err != nil {

@@ -60,7 +60,10 @@ type Task struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	// DebounceKey, while the task has not been claimed, makes another
 	// enqueue of the key in its queue move this task on instead.
-	DebounceKey     string          `json:"debounce_key,omitempty"`
+	DebounceKey string `json:"debounce_key,omitempty"`
+	// ParentResults, on a task enqueued after others, hands its parents'
+	// outcomes and results to every claim of it.
+	ParentResults   bool            `json:"parent_results,omitempty"`
 	Public          bool            `json:"public"`
 	MaxAttempts     int             `json:"max_attempts"`
 	Attempts        int             `json:"attempts"`

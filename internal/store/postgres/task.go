@@ -75,7 +75,7 @@ func (r *taskRow) dest() []any {
 	return append([]any{&t.Namespace, &t.ID, &t.Queue, &t.Title, &t.Brief, &r.payload, &r.labels, &t.Priority, &t.Public,
 		&t.MaxAttempts, &t.Attempts, &t.State, &r.runAt, &t.CreatedBy, &r.created, &r.updated, &t.CancelRequested,
 		&r.result, &r.errText, &r.progress, &r.leaseRun, &r.leaseHolder, &r.leaseToken, &r.leaseExpires, &r.leaseSeconds,
-		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount, &r.uniqueKey, &r.debounceKey)...)
+		&r.finished, &t.Version}, append(r.run.dest(), &t.Group, &r.requires, &t.Lane, &r.traceparent, &r.tracestate, &t.GateCount, &r.uniqueKey, &r.debounceKey, &t.ParentResults)...)
 }
 
 func (r *taskRow) task() (*tessera.Task, error) {
@@ -165,7 +165,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceArgs(task.Trace)...)
-	args = append(args, task.GateCount, nullable(task.UniqueKey), nullable(task.DebounceKey))
+	args = append(args, task.GateCount, nullable(task.UniqueKey), nullable(task.DebounceKey), task.ParentResults)
 	if err := t.insert(ctx, "insert task "+task.ID, `INSERT INTO tasks (`+taskCols+`) VALUES (`+placeholders(1, len(args))+`) ON CONFLICT DO NOTHING`, args...); err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ func scanTask(s *sqlite3.Stmt) (*tessera.Task, error) {
 		GateCount:       s.ColumnInt(39),
 		UniqueKey:       s.ColumnText(40),
 		DebounceKey:     s.ColumnText(41),
+		ParentResults:   s.ColumnBool(42),
 	}
 	var err error
 	if t.Labels, err = sqlschema.ParseLabels(s.ColumnText(6)); err != nil {
@@ -112,7 +113,7 @@ func (t *tx) TaskInsert(ctx context.Context, task *tessera.Task) error {
 	}
 	args = append(args, task.Group, requires, task.Lane)
 	args = append(args, traceValues(task.Trace)...)
-	args = append(args, task.GateCount, task.UniqueKey, task.DebounceKey)
+	args = append(args, task.GateCount, task.UniqueKey, task.DebounceKey, task.ParentResults)
 	if _, err := t.c.exec(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (`+insertTaskValues+`)`, args...); err != nil {
 		return fmt.Errorf("insert task %s: %w", task.ID, err)
 	}

@@ -54,7 +54,7 @@ func (d Dialect) ClaimOrder() string { return d.readyLeading + "lane, priority D
 const TaskCols = `namespace, id, queue, title, brief, payload, labels, priority, public, max_attempts, attempts, state, run_at,
  created_by, created_at, updated_at, cancel_requested, result, error, progress,
  lease_run_id, lease_holder, lease_token_hash, lease_expires_at, lease_seconds, finished_at, version,
- ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates, unique_key, debounce_key`
+ ` + RunCols + `, grp, requires, lane, traceparent, tracestate, gates, unique_key, debounce_key, parent_results`
 
 // Labels is a task's labels as stored: a JSON array of strings.
 func Labels(labels []string) (string, error) {

@@ -25,8 +25,11 @@ func testAudit(t *testing.T, open Opener) {
 		ctx := t.Context()
 		s := open(t)
 		insertTasks(t, s, taskFixture("01A", taskOpts{}))
+		// Two transactions of one event each, and one of two events.
 		written := []*tessera.AuditEvent{event("main", "p1", "task.get", at(0)), event("main", "p1", "task.get", at(time.Second))}
-		for _, events := range [][]*tessera.AuditEvent{written[:1], written[1:]} {
+		many := []*tessera.AuditEvent{event("main", "p2", "task.get", at(2*time.Second)), event("main", "p2", "task.get", at(3*time.Second))}
+		many[1].RunID, many[1].Public = "", false
+		for _, events := range [][]*tessera.AuditEvent{written[:1], written[1:], many} {
 			writeTx(t, s, func(tx store.Tx) error {
 				if _, err := tx.TaskGet(ctx, "main", "01A"); err != nil {
 					return err
@@ -39,19 +42,6 @@ func testAudit(t *testing.T, open Opener) {
 				return nil
 			})
 		}
-		many := []*tessera.AuditEvent{event("main", "p2", "task.get", at(2*time.Second)), event("main", "p2", "task.get", at(3*time.Second))}
-		many[1].RunID, many[1].Public = "", false
-		writeTx(t, s, func(tx store.Tx) error {
-			if _, err := tx.TaskGet(ctx, "main", "01A"); err != nil {
-				return err
-			}
-			for _, e := range many {
-				if err := tx.AuditInsert(ctx, e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
 		readTx(t, s, func(tx store.Tx) error {
 			got, err := tx.AuditEvents(ctx, store.AuditFilter{Since: at(-time.Hour), Limit: 10})
 			if err != nil {

@@ -1,4 +1,5 @@
--- Issue 40: unique keys, as SQLite's 0017. A task enqueued with a unique
+-- Issue 40: unique keys (below: debounce keys, parent results), as
+-- SQLite's 0017. A task enqueued with a unique
 -- key holds it, in task_unique, from its enqueue until it finishes; two
 -- nodes enqueueing one key meet on its primary key, where the second
 -- waits for the first's commit and then finds the key taken. Only keyed
@@ -24,3 +25,6 @@ CREATE TABLE task_debounce (
 );
 
 ALTER TABLE tasks ADD COLUMN debounce_key text;
+
+-- Parent results, as SQLite's 0017.
+ALTER TABLE tasks ADD COLUMN parent_results boolean NOT NULL DEFAULT false;

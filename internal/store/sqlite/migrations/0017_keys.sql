@@ -1,4 +1,5 @@
--- Issue 40: unique keys. A task enqueued with a unique key holds it, in
+-- Issue 40: unique keys, debounce keys and parent results. A task
+-- enqueued with a unique key holds it, in
 -- task_unique, from its enqueue until it finishes: a second enqueue of the
 -- key in the queue meanwhile finds it there and answers that task. Only
 -- keyed tasks pay for it (a row here, written at the enqueue and deleted
@@ -27,3 +28,7 @@ CREATE TABLE task_debounce (
 ) WITHOUT ROWID;
 
 ALTER TABLE tasks ADD COLUMN debounce_key TEXT NOT NULL DEFAULT '';
+
+-- Parent results: a task enqueued after others with parent_results has
+-- its parents' outcomes and results handed to each claim of it.
+ALTER TABLE tasks ADD COLUMN parent_results INTEGER NOT NULL DEFAULT 0;

@@ -74,7 +74,10 @@ type Task struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	Error           string          `json:"error,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
-	Lease           *Lease          `json:"lease,omitempty"`
+	// FinishedAt is when the task reached a terminal state (succeeded,
+	// dead, canceled); retention deletes it some time after.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Lease      *Lease     `json:"lease,omitempty"`
 	// LeaseLapsed says the lease is past its expiry: the task goes back
 	// to its queue (or dies) as soon as a claim or its holder notices.
 	LeaseLapsed bool  `json:"lease_lapsed,omitempty"`

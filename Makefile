@@ -1,5 +1,5 @@
 # `make test` is the one command that runs every test on a fresh machine.
-.PHONY: test check setup serve
+.PHONY: test check setup serve quick
 
 test: setup check
 	go test -count=1 -timeout 20m ./...
@@ -7,6 +7,13 @@ test: setup check
 	go test -count=1 -tags cgosqlite -run TestReplayIsFaithful ./internal/store/sqlite/
 	# The end-to-end HTTP and MCP suites again, on PostgreSQL.
 	TESSERA_TEST_STORE=postgres go test -count=1 -timeout 20m ./internal/httpapi/ ./internal/mcp/
+
+# The inner loop: the unit and SQLite suites, with nothing but Go — no
+# root, no PostgreSQL, no browser. Tests that need what only `make setup`
+# provides skip, saying so (TESSERA_TEST_QUICK); -short leaves out the
+# crash, load and idle-day runs. `make test` runs everything.
+quick:
+	TESSERA_TEST_QUICK=1 go test -short -count=1 ./...
 
 # What the tests need beyond Go: Chromium, the MCP clients' npm packages, SeaweedFS, Jaeger,
 # curl, jq, promtool, python3, gcc (for the cgo driver replay), and the

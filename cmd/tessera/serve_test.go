@@ -16,6 +16,7 @@ import (
 
 	"github.com/tessera-dev/tessera/client"
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // inProcess is a `tessera serve` run in the test's process.
@@ -166,6 +167,7 @@ func TestTheStartLineNamesThePostgreSQLSchema(t *testing.T) {
 // A search_path naming a schema that does not exist is refused with its
 // name and the statement that makes it.
 func TestAMissingPostgreSQLSchemaIsNamed(t *testing.T) {
+	testbin.Needs(t, "PostgreSQL")
 	u, err := url.Parse(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)

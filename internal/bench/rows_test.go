@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgtest"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // The scenario runs end to end, reports every request name in order, and
@@ -97,6 +98,7 @@ func TestRowsScenarioOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates a day of idle polling")
 	}
+	testbin.Needs(t, "PostgreSQL")
 	rows, err := Rows(context.Background(), pgtest.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-dev/tessera/internal/tessera"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // chromiumPath is where `apt-get install chromium` puts the browser; `make test`
@@ -66,6 +67,7 @@ func seedBoard(s *testServer) {
 // the running server and its DOM holds a public task and a public record
 // head's value, and nothing private.
 func TestBoardRenderedByChromium(t *testing.T) {
+	testbin.Needs(t, "Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("no %s: `make test` installs it (scripts/test-setup), or apt-get install chromium", chromiumPath)
 	}

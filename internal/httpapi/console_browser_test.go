@@ -19,6 +19,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/tessera"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // The console as an operator uses it: real headless Chromium, driven
@@ -46,6 +47,7 @@ const browseTimeout = 30 * time.Second
 
 func newBrowser(t *testing.T, s *testServer) *browser {
 	t.Helper()
+	testbin.Needs(t, "Chromium")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("no %s: `make test` installs it (scripts/test-setup), or apt-get install chromium", chromiumPath)
 	}

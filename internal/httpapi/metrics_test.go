@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-dev/tessera/internal/core"
 	"github.com/tessera-dev/tessera/internal/store"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // scrape reads GET /metrics and returns its samples by "name{labels}" as
@@ -40,6 +41,7 @@ func (s *testServer) scrape() (map[string]float64, []byte) {
 // (every task there is public; the one private task counts only here), what the requests and runs were, and pass promtool's
 // check of the exposition format.
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
+	testbin.Needs(t, "promtool")
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatalf("promtool checks the exposition format (`make test` installs it: apt-get install prometheus): %v", err)
@@ -216,6 +218,7 @@ func TestMetricsKeepNamedNamespacesAndSumDemoOnes(t *testing.T) {
 // A queue without lanes has no series; one of fewer groups has no sum;
 // the demo namespaces' queues are summed.
 func TestMetricsReadyByGroupIsBounded(t *testing.T) {
+	testbin.Needs(t, "promtool")
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Fatalf("promtool checks the exposition format (`make test` installs it: apt-get install prometheus): %v", err)

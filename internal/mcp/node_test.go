@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tessera-dev/tessera/internal/ops"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tessera-dev/tessera/internal/ops"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // nodeDir holds the TypeScript clients' scripts and their pinned packages.
@@ -23,6 +25,7 @@ const nodeDir = "testdata/node"
 // command that installs them.
 func requireNode(t *testing.T) string {
 	t.Helper()
+	testbin.Needs(t, "node and the MCP clients' packages")
 	const install = "run `npm ci --prefix internal/mcp/testdata/node` (as `make test` does)"
 	node, err := exec.LookPath("node")
 	missing := ""

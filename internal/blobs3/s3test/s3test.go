@@ -62,6 +62,7 @@ func Env() []string {
 // t's environment (so t may not be parallel), and stops it when t ends.
 // A missing binary fails t, saying how to build it.
 func Start(t testing.TB) *Server {
+	testbin.Needs(t, "SeaweedFS")
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {

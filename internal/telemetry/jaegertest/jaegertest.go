@@ -74,6 +74,7 @@ exporters:
 // Start starts a Jaeger for t and stops it when t ends. A missing binary
 // fails t, saying how to build it.
 func Start(t testing.TB) *Server {
+	testbin.Needs(t, "Jaeger")
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {

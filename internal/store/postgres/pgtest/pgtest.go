@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tessera-dev/tessera/internal/store/postgres/pgschema"
+	"github.com/tessera-dev/tessera/internal/testbin"
 )
 
 // DefaultURL is the server the tests use unless TESSERA_TEST_POSTGRES names
@@ -48,6 +49,7 @@ var reach struct {
 // schema is dropped).
 func Schema(t testing.TB) string {
 	t.Helper()
+	testbin.Needs(t, "PostgreSQL")
 	base := URL()
 	reach.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -429,13 +429,15 @@ func TestConsoleAdminManagesKeys(t *testing.T) {
 	b.shot("console-audit")
 }
 
-// A task waiting on a parent shows what it waits on, linked; the parent
-// shows the checkpoint its run left; the child turns ready through the
-// live stream when the parent succeeds.
+// A task waiting on a parent shows what it waits on, linked, that its
+// claims carry the parent's result, and its unique key; the parent shows
+// the checkpoint its run left; the child turns ready through the live
+// stream when the parent succeeds.
 func TestConsoleShowsDependenciesAndCheckpoints(t *testing.T) {
 	s := newTestServer(t)
 	parent := s.enqueue("main", adminKey, map[string]any{"title": "Fetch the corpus", "queue": "etl"})
-	child := s.enqueue("main", adminKey, map[string]any{"title": "Index the corpus", "queue": "etl", "after": []string{parent.ID}})
+	child := s.enqueue("main", adminKey, map[string]any{"title": "Index the corpus", "queue": "etl", "after": []string{parent.ID},
+		"parent_results": true, "unique_key": "corpus-index"})
 	c := s.claimOf(t, "etl", parent.ID)
 	s.must(200, "POST", "/v1/claims/"+parent.ID+"/heartbeat", adminKey, map[string]any{"lease_token": c.Lease.Token,
 		"checkpoint": map[string]any{"fetched_pages": 1200}})
@@ -448,6 +450,12 @@ func TestConsoleShowsDependenciesAndCheckpoints(t *testing.T) {
 	}
 	if got := eval[string](b, `document.querySelector("#task-after a").getAttribute("href")`); got != "#/ns/main/task/"+parent.ID {
 		t.Fatalf("the parent's link is %q", got)
+	}
+	if got := b.text(`#task-after`); !strings.HasSuffix(got, "(canceled if one fails; its claims carry their results)") {
+		t.Fatalf("the child's after reads %q", got)
+	}
+	if got := b.text(`#task-unique-key`); got != "corpus-index" {
+		t.Fatalf("the child's unique key reads %q", got)
 	}
 	b.shot("console-task-waiting")
 

@@ -13,19 +13,21 @@ import (
 // closes it in t.Cleanup.
 type Opener func(t *testing.T) store.Store
 
-// Run runs the whole suite against stores made by open.
+// Run runs the whole suite against stores made by open. Its groups run in
+// parallel: every test opens a store of its own.
 func Run(t *testing.T, open Opener) {
-	t.Run("identity", func(t *testing.T) { testIdentity(t, open) })
-	t.Run("tasks", func(t *testing.T) { testTasks(t, open) })
-	t.Run("records", func(t *testing.T) { testRecords(t, open) })
-	t.Run("public", func(t *testing.T) { testPublic(t, open) })
-	t.Run("audit", func(t *testing.T) { testAudit(t, open) })
-	t.Run("seam", func(t *testing.T) { testSeam(t, open) })
-	t.Run("sessions", func(t *testing.T) { testSessions(t, open) })
-	t.Run("deps", func(t *testing.T) { testDeps(t, open) })
-	t.Run("console", func(t *testing.T) { testConsole(t, open) })
-	t.Run("retention", func(t *testing.T) { testRetention(t, open) })
-	t.Run("claim many", func(t *testing.T) { testClaimMany(t, open) })
-	t.Run("fleet", func(t *testing.T) { testFleet(t, open) })
-	t.Run("gates", func(t *testing.T) { testGates(t, open) })
+	for _, g := range []struct {
+		name string
+		test func(*testing.T, Opener)
+	}{
+		{"identity", testIdentity}, {"tasks", testTasks}, {"records", testRecords}, {"public", testPublic},
+		{"audit", testAudit}, {"seam", testSeam}, {"sessions", testSessions}, {"deps", testDeps},
+		{"console", testConsole}, {"retention", testRetention}, {"claim many", testClaimMany}, {"fleet", testFleet},
+		{"gates", testGates},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.test(t, open)
+		})
+	}
 }

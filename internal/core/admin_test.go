@@ -19,6 +19,7 @@ import (
 // starts, and the key exists once — twenty times over (issue 42 saw one
 // node exit with "insert key …: already exists" in 3 of 20).
 func TestNodesBootstrapTogether(t *testing.T) {
+	t.Parallel()
 	const seed = "tsk_bootadmin_abcdefghijklmnopqrstuvwxyz012345"
 	ctx := context.Background()
 	for range 20 {

@@ -81,6 +81,7 @@ func enqueueN(t *testing.T, svc *core.Service, a *auth.Actor, n int) []string {
 // fenced by its own token: a stale token refuses only its item, and the
 // others stand.
 func TestClaimNAndSubmitBatch(t *testing.T) {
+	t.Parallel()
 	for backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
@@ -220,6 +221,7 @@ func TestClaimNWaitsForTheFirst(t *testing.T) {
 // theirs; an item it refuses before writing (a cooldown for a task with no
 // group) leaves its run alone, while the batch's other items stand.
 func TestSubmitBatchSettlesChildren(t *testing.T) {
+	t.Parallel()
 	for backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 // key makes a new task. Another queue's key is another key. In a batch
 // each item is deduplicated on its own, against the tasks before it too.
 func TestUniqueKey(t *testing.T) {
+	t.Parallel()
 	for backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
@@ -124,6 +125,7 @@ func TestUniqueKey(t *testing.T) {
 // of one debounce key: on SQLite's one writer, and on two PostgreSQL
 // nodes, where they race for the key's row.
 func TestUniqueKeyConcurrent(t *testing.T) {
+	t.Parallel()
 	keyed := []core.EnqueueParams{
 		{Queue: "unique", Title: "once", UniqueKey: "the-one"},
 		{Queue: "debounce", Title: "gathered", Debounce: &core.Debounce{Key: "the-one", Seconds: 60}},
@@ -214,6 +216,7 @@ func raceUnique(t *testing.T, nodes []*core.Service, a *auth.Actor, p core.Enque
 // seconds ahead, no later than max_seconds after the first; once it has
 // been claimed the key makes a new task. A batch's items gather too.
 func TestDebounce(t *testing.T) {
+	t.Parallel()
 	for backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
@@ -283,6 +286,7 @@ func TestDebounce(t *testing.T) {
 // their bounds (a result past 64 KiB left out, flagged); a child enqueued
 // without it gets none.
 func TestParentResults(t *testing.T) {
+	t.Parallel()
 	for backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()

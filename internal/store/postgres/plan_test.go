@@ -37,6 +37,17 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
  CASE WHEN i % 5 = 0 THEN i END
  FROM generate_series(1, 20000) i`,
 		`ANALYZE tasks`,
+		// Keys held by 20,000 tasks (issue 40), so a seq scan would cost.
+		`INSERT INTO task_unique (namespace, queue, unique_key, task_id) SELECT 'main', 'q', 'k' || i, lpad(i::text, 8, '0') FROM generate_series(1, 20000) i`,
+		`INSERT INTO task_debounce (namespace, queue, debounce_key, task_id) SELECT 'main', 'q', 'k' || i, lpad(i::text, 8, '0') FROM generate_series(1, 20000) i`,
+		`ANALYZE task_unique`,
+		`ANALYZE task_debounce`,
+		`PREPARE get_many AS ` + taskGetManySQL,
+		`PREPARE by_unique AS ` + taskByUniqueKey,
+		`PREPARE unique_free AS ` + uniqueFree,
+		`PREPARE debounce_holder AS ` + debounceHolder,
+		`PREPARE debounce_move AS ` + debounceMove,
+		`PREPARE debounce_free AS ` + debounceFree,
 		`PREPARE purge AS ` + purgeBatchSQL,
 		`PREPARE hold AS ` + taskHoldSQL,
 		`PREPARE claim AS ` + claimSQL,
@@ -66,6 +77,12 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 			{`EXECUTE lanes('main', 'q', 'main', 'q')`, "tasks_ready", ""},
 			{`EXECUTE heads('main', 'q', '{0,1}', 30000)`, "tasks_ready", ""},
 			{`EXECUTE group_leases('main', 'q', 30000, 'g', 4)`, "tasks_claim", ""},
+			{`EXECUTE get_many('main', '{00000042,00000043,00000999}')`, "tasks_pkey", ""},
+			{`EXECUTE by_unique('main', 'main', 'q', 'k42')`, "task_unique_pkey", ""},
+			{`EXECUTE unique_free('main', 'q', 'k42', '00000042')`, "task_unique_pkey", ""},
+			{`EXECUTE debounce_holder('main', 'q', 'k42')`, "task_debounce_pkey", ""},
+			{`EXECUTE debounce_move('00000043', 'main', 'q', 'k42', '00000042')`, "task_debounce_pkey", ""},
+			{`EXECUTE debounce_free('main', 'q', 'k42', '00000042')`, "task_debounce_pkey", ""},
 		} {
 			var plan string
 			if err := c.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+p.exec).Scan(&plan); err != nil {
@@ -89,7 +106,8 @@ func TestLockingPlansSeekAnIndex(t *testing.T) {
 
 // A parent finds its children with one seek of the edges' key, whatever
 // else the namespace holds: 10,000 children of one parent among 50,000
-// edges, in the generic plan as in the custom one.
+// edges, in the generic plan as in the custom one; a batch asks which of
+// its tasks are parents with a probe of that key each.
 func TestDependencyChildrenSeekTheirParent(t *testing.T) {
 	url := pgtest.Schema(t)
 	open(t, url, newMeter())
@@ -105,6 +123,7 @@ func TestDependencyChildrenSeekTheirParent(t *testing.T) {
  FROM generate_series(1, 50000) i`,
 		`ANALYZE task_edges`,
 		`PREPARE children AS ` + depChildren,
+		`PREPARE parents AS ` + depParentsSQL,
 	} {
 		if _, err := c.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -120,6 +139,13 @@ func TestDependencyChildrenSeekTheirParent(t *testing.T) {
 		}
 		if strings.Contains(plan, `"Seq Scan"`) || !strings.Contains(plan, `"Index Name": "task_edges_pkey"`) {
 			t.Errorf("%s: want a seek of task_edges_pkey, got %s", mode, plan)
+		}
+		// Which of a batch's tasks have children: a probe of the key each.
+		if err := c.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE parents('main', '{P,Q7,X}')`).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(plan, `"Seq Scan"`) || !strings.Contains(plan, `"Index Name": "task_edges_pkey"`) {
+			t.Errorf("%s: DependencyParents wants a probe of task_edges_pkey, got %s", mode, plan)
 		}
 	}
 }

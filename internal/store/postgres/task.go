@@ -373,8 +373,10 @@ func (t *tx) DebouncePoint(ctx context.Context, ns, queue, key, from, to string)
 
 // TaskGetMany reads the tasks in one statement, one seek per id.
 func (t *tx) TaskGetMany(ctx context.Context, ns string, ids []string) ([]tessera.Task, error) {
-	return t.tasks(ctx, `SELECT `+taskCols+` FROM tasks WHERE namespace = $1 AND id = ANY($2)`, []any{ns, ids})
+	return t.tasks(ctx, taskGetManySQL, []any{ns, ids})
 }
+
+const taskGetManySQL = `SELECT ` + taskCols + ` FROM tasks WHERE namespace = $1 AND id = ANY($2)`
 
 // claimSQL picks and leases the next ready task and starts its run, in one
 // statement. The pick walks the claim index in claim order and takes the

@@ -319,6 +319,29 @@ func TestHotPathStatementsUseIndexes(t *testing.T) {
 	must("submit with a cooldown", err)
 	_, err = svc.QueueFleet(ctx, a, "main", "fq")
 	must("fleet view", err)
+	// Unique and debounce keys, a batch submit, parent results (issues
+	// 37 and 40).
+	for range 2 {
+		_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "u", Queue: "kq", UniqueKey: "k"}, "")
+		must("unique enqueue", err)
+		_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "d", Queue: "kq", Debounce: &core.Debounce{Key: "k", Seconds: 1}}, "")
+		must("debounced enqueue", err)
+	}
+	kp, err := svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "kp", Queue: "kq"}, "")
+	must("a parent", err)
+	_, err = svc.Enqueue(ctx, a, "main", core.EnqueueParams{Title: "kc", Queue: "kc", After: []string{kp.ID}, ParentResults: true}, "")
+	must("a child with its parent's results", err)
+	clock.Advance(time.Second) // the debounced task is due
+	batch, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "kq", LeaseSeconds: 10}, Max: 10})
+	must("batch claim", err)
+	var items []core.SubmitItem
+	for _, c := range batch.Claims {
+		items = append(items, core.SubmitItem{TaskID: c.Task.ID, SubmitParams: core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}})
+	}
+	_, err = svc.SubmitBatch(ctx, a, "main", items, "")
+	must("batch submit", err)
+	_, err = svc.Claim(ctx, a, "main", core.ClaimParams{Queue: "kc", LeaseSeconds: 10})
+	must("claim with parent results", err)
 	traceSQL = nil
 
 	if len(seen) < 15 {

@@ -76,6 +76,17 @@ func enqueueN(t *testing.T, svc *core.Service, a *auth.Actor, n int) []string {
 	return ids
 }
 
+// claimN claims up to max tasks of queue with 60 s leases, failing the
+// test unless it is granted exactly want.
+func claimN(t *testing.T, svc *core.Service, a *auth.Actor, queue string, max, want int) []core.Claimed {
+	t.Helper()
+	got, err := svc.ClaimN(context.Background(), a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: queue, LeaseSeconds: 60}, Max: max})
+	if err != nil || len(got.Claims) != want {
+		t.Fatalf("claim of up to %d in %s: %+v, %v; want %d leases", max, queue, got, err, want)
+	}
+	return got.Claims
+}
+
 // A batch claim grants up to max ready tasks in claim order, each with a
 // lease of its own, audited as a claim each; a batch submit ends each run
 // fenced by its own token: a stale token refuses only its item, and the
@@ -231,12 +242,8 @@ func TestSubmitBatchSettlesChildren(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 3})
-			if err != nil || len(got.Claims) != 3 {
-				t.Fatalf("claims: %+v, %v; want 3", got, err)
-			}
 			var items []core.SubmitItem
-			for _, c := range got.Claims {
+			for _, c := range claimN(t, svc, a, "q", 3, 3) {
 				it := core.SubmitItem{TaskID: c.Task.ID, SubmitParams: core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}}
 				if c.Task.ID == parents[2] {
 					it.CooldownSeconds = 5

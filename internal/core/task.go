@@ -367,7 +367,7 @@ func (s *Service) insertBatch(ctx context.Context, tx store.Tx, a *auth.Actor, n
 // key, deduplicated, or moves on the unclaimed task p's debounce key
 // points at, debounced, or else inserts task (p's, new).
 func (s *Service) place(ctx context.Context, tx store.Tx, task *tessera.Task, p *EnqueueParams, refs map[string]string, now time.Time) (*tessera.Task, error) {
-	if held, err := uniqueHolder(ctx, tx, task.Namespace, p); held != nil || err != nil {
+	if held, err := uniqueHolder(ctx, tx, task); held != nil || err != nil {
 		return held, err
 	}
 	var debounced string // the task the debounce key points at
@@ -435,13 +435,14 @@ func (s *Service) debounce(ctx context.Context, tx store.Tx, task *tessera.Task,
 	return held, "", nil
 }
 
-// uniqueHolder returns, deduplicated, the unfinished task of p's queue
-// that holds p's unique key; nil when p has none or no task holds it.
-func uniqueHolder(ctx context.Context, tx store.Tx, ns string, p *EnqueueParams) (*tessera.Task, error) {
-	if p.UniqueKey == "" {
+// uniqueHolder returns, deduplicated, the unfinished task of task's queue
+// that holds task's unique key; nil when task has none or no task holds
+// it.
+func uniqueHolder(ctx context.Context, tx store.Tx, task *tessera.Task) (*tessera.Task, error) {
+	if task.UniqueKey == "" {
 		return nil, nil
 	}
-	held, err := tx.TaskByUniqueKey(ctx, ns, p.Queue, p.UniqueKey)
+	held, err := tx.TaskByUniqueKey(ctx, task.Namespace, task.Queue, task.UniqueKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -689,7 +690,7 @@ func (s *Service) applyChange(ctx context.Context, tx store.Tx, a *auth.Actor, t
 		task.State, task.Attempts, task.RunAt, task.CancelRequested = tessera.StateReady, 0, now, false
 		task.Error, task.Result, task.FinishedAt = "", nil, nil
 		// Unfinished again, it needs its unique key back.
-		if held, err := uniqueHolder(ctx, tx, ns, &EnqueueParams{Queue: task.Queue, UniqueKey: task.UniqueKey}); held != nil || err != nil {
+		if held, err := uniqueHolder(ctx, tx, task); held != nil || err != nil {
 			if err == nil {
 				err = tessera.Errorf(tessera.CodeInvalidState, "cannot retry task %s: task %s holds its unique key %q and is not finished", id, held.ID, task.UniqueKey)
 			}

@@ -50,14 +50,11 @@ func TestUniqueKey(t *testing.T) {
 			}
 
 			// A leased task still holds its key; a finished one does not.
-			got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 10})
-			if err != nil || len(got.Claims) != 2 {
-				t.Fatalf("claims: %+v, %v; want 2", got, err)
-			}
+			claims := claimN(t, svc, a, "q", 10, 2)
 			if leased := enqueue("q", "acct-7"); leased.ID != first.ID || leased.State != tessera.StateLeased {
 				t.Errorf("while leased the key answered %s (%s); want %s, leased", leased.ID, leased.State, first.ID)
 			}
-			for _, c := range got.Claims {
+			for _, c := range claims {
 				if _, err := svc.Submit(ctx, a, "main", c.Task.ID, core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded"}, ""); err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +70,7 @@ func TestUniqueKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			holder := enqueue("q", "acct-7")
-			_, err = svc.ChangeTask(ctx, a, "main", next.ID, core.ChangeRetry, false)
+			_, err := svc.ChangeTask(ctx, a, "main", next.ID, core.ChangeRetry, false)
 			if tessera.ErrorCode(err) != tessera.CodeInvalidState {
 				t.Errorf("a retry while %s holds the key: %v; want invalid_state", holder.ID, err)
 			}
@@ -248,9 +245,8 @@ func TestDebounce(t *testing.T) {
 				}
 			}
 			clock.Advance(4 * time.Second) // t0+25: due
-			claimed, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 10})
-			if err != nil || len(claimed.Claims) != 1 || claimed.Claims[0].Task.Title != "v4" {
-				t.Fatalf("the claim at t0+25: %+v, %v; want the one task, titled v4", claimed, err)
+			if c := claimN(t, svc, a, "q", 10, 1); c[0].Task.Title != "v4" {
+				t.Fatalf("the claim at t0+25 granted %q; want the one task, titled v4", c[0].Task.Title)
 			}
 			if next := enqueue("v5"); next.ID == first.ID || next.Debounced {
 				t.Errorf("after the claim the key answered %s (debounced %v); want a new task", next.ID, next.Debounced)
@@ -302,11 +298,7 @@ func TestParentResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			big := []byte(`"` + strings.Repeat("x", core.MaxInlineParentResult) + `"`)
-			got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: "q", LeaseSeconds: 60}, Max: 3})
-			if err != nil || len(got.Claims) != 3 {
-				t.Fatalf("claims: %+v, %v", got, err)
-			}
-			for _, c := range got.Claims {
+			for _, c := range claimN(t, svc, a, "q", 3, 3) {
 				p := core.SubmitParams{LeaseToken: c.Lease.Token, Outcome: "succeeded", Result: []byte(`{"from":"` + c.Task.ID + `"}`)}
 				switch c.Task.ID {
 				case parents[1]:
@@ -323,14 +315,7 @@ func TestParentResults(t *testing.T) {
 			if _, err := svc.ChangeTask(ctx, a, "main", parents[2], core.ChangeCancel, false); err != nil {
 				t.Fatal(err)
 			}
-			claim := func(queue string) core.Claimed {
-				t.Helper()
-				got, err := svc.ClaimN(ctx, a, "main", core.ClaimBatchParams{ClaimParams: core.ClaimParams{Queue: queue, LeaseSeconds: 60}, Max: 1})
-				if err != nil || len(got.Claims) != 1 {
-					t.Fatalf("claim of %s: %+v, %v", queue, got, err)
-				}
-				return got.Claims[0]
-			}
+			claim := func(queue string) core.Claimed { return claimN(t, svc, a, queue, 1, 1)[0] }
 			want := []core.ParentResult{
 				{TaskID: parents[2], Outcome: tessera.StateCanceled, Error: "no luck"},
 				{TaskID: parents[0], Outcome: tessera.StateSucceeded, Result: []byte(`{"from":"` + parents[0] + `"}`)},
